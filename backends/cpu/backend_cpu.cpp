@@ -1,0 +1,61 @@
+// The CPU backend: a thread pool, row-parallel ops, SIMD matmul (dispatched once per CPU).
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/simd.h"
+#include "backends/ref/ops_ref.h"
+#include "core/thread_pool.h"
+
+namespace kestrel {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : default_thread_count()) {
+    info_.name = "cpu";
+    info_.device = std::to_string(pool_.size()) + " threads" + (cpu::has_avx2_fma() ? ", AVX2+FMA" : ", portable");
+  }
+  const BackendInfo& info() const override { return info_; }
+  void* alloc(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  void release(void* p) override { std::free(p); }
+  void write(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void read(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  bool supports(const Node&) const override { return true; }
+  Status run(Graph& g, size_t begin, size_t end) override {
+    for (size_t i = begin; i < end; ++i) {
+      const Node& n = g.nodes()[i];
+      if (n.op == Op::MATMUL) {
+        cpu::matmul(n, pool_);
+        continue;
+      }
+      const int64_t items = ref::parallel_items(n);
+      if (items < 4 || pool_.size() == 1) {
+        ref::run_items(n, 0, items);
+        continue;
+      }
+      pool_.run([&](int ith, int nth) {
+        int64_t i0, i1;
+        ThreadPool::split(items, ith, nth, &i0, &i1);
+        if (i0 < i1) ref::run_items(n, i0, i1);
+      });
+    }
+    return Status::Ok();
+  }
+  std::vector<std::string> kernels() const override {
+    std::vector<std::string> k;
+    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
+    return k;
+  }
+
+ private:
+  BackendInfo info_;
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace kestrel

@@ -1,0 +1,42 @@
+// Scalar reference (de)quantization for every block type, bit-compatible with GGML's layouts.
+// Slow and obvious on purpose: these are the oracle the fast kernels are tested against.
+// n is always a multiple of the type's block size.
+#pragma once
+#include <cstdint>
+
+namespace kestrel::ref {
+
+void dequantize_f32(const void* src, float* dst, int64_t n);
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void dequantize_q2_k(const void* src, float* dst, int64_t n);
+void dequantize_q3_k(const void* src, float* dst, int64_t n);
+void dequantize_q4_k(const void* src, float* dst, int64_t n);
+void dequantize_q5_k(const void* src, float* dst, int64_t n);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+void dequantize_q8_k(const void* src, float* dst, int64_t n);
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n);
+
+// Reference quantizers, rounding exactly as GGML's *_ref functions do (so a Q8_0 file we write is
+// byte-identical to llama.cpp's).
+void quantize_f32(const float* src, void* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+void quantize_q4_0(const float* src, void* dst, int64_t n);
+void quantize_q4_1(const float* src, void* dst, int64_t n);
+void quantize_q5_0(const float* src, void* dst, int64_t n);
+void quantize_q5_1(const float* src, void* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+void quantize_mxfp4(const float* src, void* dst, int64_t n);
+
+}  // namespace kestrel::ref

@@ -1,0 +1,175 @@
+// Reference dequantization of the K-quants (256-value super-blocks; layouts in quant_blocks.h)
+// and the Q8_K activation quantizer. K-quant weight quantizers are not provided (the type table
+// has from_float = nullptr for them).
+#include <cmath>
+#include <cstring>
+
+#include "backends/ref/quant_blocks.h"
+#include "backends/ref/quants.h"
+#include "core/fp16.h"
+
+// Byte-exact rounding needs every multiply and add rounded on its own: no fused multiply-add
+// (GCC already keeps them apart in ISO C++ mode; clang contracts by default).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+namespace kestrel::ref {
+namespace {
+
+template <class B>
+B load_block(const void* src, int64_t i) {
+  B b;
+  std::memcpy(&b, static_cast<const uint8_t*>(src) + i * static_cast<int64_t>(sizeof(B)), sizeof(B));
+  return b;
+}
+
+// GGML's nearest_int: round half to even through the 1.5 * 2^23 trick, with the input clamped
+// to the range where the trick is exact (|v| <= 2^22 - 1).
+int nearest_int(float v) {
+  if (!(v == v)) return 0;
+  v = v > 4194303.0f ? 4194303.0f : (v < -4194303.0f ? -4194303.0f : v);
+  const float t = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &t, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace
+
+void dequantize_q2_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const auto b = load_block<block_q2_K>(src, i);
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    // 16 sub-blocks of 16 values; sub-block s lives in the 2-bit field (s % 8) / 2 of bytes
+    // qs[32 * (s / 8) + 16 * (s % 2) ..][16].
+    for (int s = 0; s < QK_K / 16; ++s) {
+      const float dl = d * (b.scales[s] & 0xF);
+      const float ml = dmin * (b.scales[s] >> 4);
+      const uint8_t* q = b.qs + 32 * (s / 8) + 16 * (s % 2);
+      const int shift = 2 * ((s % 8) / 2);
+      for (int l = 0; l < 16; ++l) *dst++ = dl * ((q[l] >> shift) & 3) - ml;
+    }
+  }
+}
+
+void dequantize_q3_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const auto b = load_block<block_q3_K>(src, i);
+    const float d_all = fp16_to_fp32(b.d);
+    for (int s = 0; s < QK_K / 16; ++s) {
+      const int lo = (b.scales[s % 8] >> (4 * (s / 8))) & 0xF;
+      const int hi = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+      const float dl = d_all * ((lo | (hi << 4)) - 32);
+      const int first = 16 * s;  // index of the sub-block's first value
+      for (int l = 0; l < 16; ++l) {
+        const int e = first + l;
+        const int r = e % 128;
+        const int low = (b.qs[32 * (e / 128) + r % 32] >> (2 * (r / 32))) & 3;
+        const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+        *dst++ = dl * (low - (high ? 0 : 4));
+      }
+    }
+  }
+}
+
+void dequantize_q4_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const auto b = load_block<block_q4_K>(src, i);
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    for (int c = 0; c < QK_K / 64; ++c) {
+      const uint8_t* q = b.qs + 32 * c;
+      uint8_t sc, m;
+      get_scale_min_k4(2 * c, b.scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      get_scale_min_k4(2 * c + 1, b.scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * (q[l] >> 4) - m2;
+    }
+  }
+}
+
+void dequantize_q5_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const auto b = load_block<block_q5_K>(src, i);
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    for (int c = 0; c < QK_K / 64; ++c) {
+      const uint8_t* q = b.qs + 32 * c;
+      uint8_t sc, m;
+      get_scale_min_k4(2 * c, b.scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      get_scale_min_k4(2 * c + 1, b.scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l)
+        *dst++ = d1 * ((q[l] & 0xF) + (((b.qh[l] >> (2 * c)) & 1) << 4)) - m1;
+      for (int l = 0; l < 32; ++l)
+        *dst++ = d2 * ((q[l] >> 4) + (((b.qh[l] >> (2 * c + 1)) & 1) << 4)) - m2;
+    }
+  }
+}
+
+void dequantize_q6_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const auto b = load_block<block_q6_K>(src, i);
+    const float d = fp16_to_fp32(b.d);
+    for (int h = 0; h < QK_K / 128; ++h, dst += 128) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const uint8_t* qh = b.qh + 32 * h;
+      const int8_t* sc = b.scales + 8 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        dst[l] = d * sc[is + 0] * q1;
+        dst[l + 32] = d * sc[is + 2] * q2;
+        dst[l + 64] = d * sc[is + 4] * q3;
+        dst[l + 96] = d * sc[is + 6] * q4;
+      }
+    }
+  }
+}
+
+void dequantize_q8_k(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
+    const auto b = load_block<block_q8_K>(src, i);
+    for (int j = 0; j < QK_K; ++j) dst[j] = b.d * b.qs[j];
+  }
+}
+
+// GGML's quantize_row_q8_K_ref: scale from the signed value of largest magnitude, iscale =
+// -127 / max, q = min(127, nearest_int(iscale * x)) (round half to even), d = 1 / iscale (a
+// float, not fp16), bsums = sums of 16.
+void quantize_q8_k(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const float* x = src + i * QK_K;
+    block_q8_K b;
+    std::memset(&b, 0, sizeof b);
+    float max = 0, amax = 0;
+    for (int j = 0; j < QK_K; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax != 0.0f) {
+      const float iscale = -127.f / max;
+      for (int j = 0; j < QK_K; ++j) {
+        const int v = nearest_int(iscale * x[j]);
+        b.qs[j] = static_cast<int8_t>(v > 127 ? 127 : (v < -128 ? -128 : v));
+      }
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int sum = 0;
+        for (int l = 0; l < 16; ++l) sum += b.qs[16 * j + l];
+        b.bsums[j] = static_cast<int16_t>(sum);
+      }
+      b.d = 1 / iscale;
+    }
+    std::memcpy(static_cast<uint8_t*>(dst) + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
+  }
+}
+
+}  // namespace kestrel::ref

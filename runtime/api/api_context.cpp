@@ -1,0 +1,102 @@
+// Contexts, decode, logits and KV sequence operations through the C API.
+#include "api/guard.h"
+#include "api/handles.h"
+
+using kestrel::api::fail;
+using kestrel::api::guard;
+
+extern "C" {
+
+void kestrel_context_options_init(kestrel_context_options* o) {
+  if (!o) return;
+  *o = kestrel_context_options{};
+  o->struct_size = sizeof *o;
+  o->n_ctx = 0;
+  o->n_batch = 512;
+  o->n_seq_max = 1;
+  o->n_threads = 0;
+}
+
+kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_context_options* opts,
+                                   kestrel_context** out) {
+  return guard("kestrel_context_new", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && out, "kestrel_context_new", "model and out_ctx must not be NULL");
+    *out = nullptr;
+    kestrel_context_options o;
+    kestrel_context_options_init(&o);
+    const char* err = nullptr;
+    if (!kestrel::api::read_options(opts, &o, &err))
+      return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_context_new: ") + err);
+    if (o.n_ctx > (1u << 24) || o.n_batch > (1u << 20) || o.n_seq_max > 64)
+      return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_context_new: n_ctx, n_batch or n_seq_max out of range");
+    kestrel::ContextOptions co;
+    co.n_ctx = static_cast<int32_t>(o.n_ctx);
+    co.n_batch = static_cast<int32_t>(o.n_batch);
+    co.n_seq_max = static_cast<int32_t>(o.n_seq_max);
+    co.n_threads = o.n_threads;
+    auto c = kestrel::Context::create(*model->model, co);
+    if (!c.ok()) return fail(c.status());
+    *out = new kestrel_context{model, std::move(c.value())};
+    return KESTREL_OK;
+  });
+}
+
+void kestrel_context_free(kestrel_context* ctx) { delete ctx; }
+
+uint32_t kestrel_context_n_ctx(const kestrel_context* ctx) { return ctx ? static_cast<uint32_t>(ctx->ctx->n_ctx()) : 0; }
+
+kestrel_status kestrel_decode(kestrel_context* ctx, const kestrel_batch* b) {
+  return guard("kestrel_decode", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx && b, "kestrel_decode", "ctx and batch must not be NULL");
+    KS_API_CHECK_ARG(b->n_tokens > 0 && b->tokens, "kestrel_decode", "batch has no tokens");
+    const size_t n = static_cast<size_t>(b->n_tokens);
+    kestrel::DecodeBatch db;
+    db.tokens = {b->tokens, n};
+    if (b->positions) db.positions = {b->positions, n};
+    if (b->seq_ids) db.seq_ids = {b->seq_ids, n};
+    if (b->logits) db.want_logits = {b->logits, n};
+    kestrel::Status st = ctx->ctx->decode(db);
+    return st.ok() ? KESTREL_OK : fail(st);
+  });
+}
+
+kestrel_status kestrel_get_logits(kestrel_context* ctx, int32_t i, const float** logits, int32_t* n_vocab) {
+  return guard("kestrel_get_logits", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx && logits, "kestrel_get_logits", "ctx and logits must not be NULL");
+    auto l = ctx->ctx->logits(i);
+    if (!l.ok()) return fail(l.status());
+    *logits = l->data();
+    if (n_vocab) *n_vocab = static_cast<int32_t>(l->size());
+    return KESTREL_OK;
+  });
+}
+
+kestrel_status kestrel_kv_seq_remove(kestrel_context* ctx, int32_t seq, int32_t p0, int32_t p1) {
+  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_remove", "ctx must not be NULL");
+  ctx->ctx->kv().seq_remove(seq, p0, p1);
+  return KESTREL_OK;
+}
+
+kestrel_status kestrel_kv_seq_copy(kestrel_context* ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_copy", "ctx must not be NULL");
+  const int32_t n = ctx->ctx->kv().n_seq_max();
+  KS_API_CHECK_ARG(src >= 0 && src < n && dst >= 0 && dst < n, "kestrel_kv_seq_copy", "sequence id out of range");
+  ctx->ctx->kv().seq_copy(src, dst, p0, p1);
+  return KESTREL_OK;
+}
+
+kestrel_status kestrel_kv_seq_keep(kestrel_context* ctx, int32_t seq) {
+  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_keep", "ctx must not be NULL");
+  ctx->ctx->kv().seq_keep(seq);
+  return KESTREL_OK;
+}
+
+int32_t kestrel_kv_seq_pos_max(const kestrel_context* ctx, int32_t seq) {
+  return ctx ? ctx->ctx->kv().seq_pos_max(seq) : -1;
+}
+
+void kestrel_kv_clear(kestrel_context* ctx) {
+  if (ctx) ctx->ctx->kv().clear();
+}
+
+}  // extern "C"

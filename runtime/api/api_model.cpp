@@ -1,0 +1,123 @@
+// Model loading, description and the tokenizer through the C API.
+#include "api/guard.h"
+#include "api/handles.h"
+#include "backends/backend.h"
+
+#include <algorithm>
+
+using kestrel::api::fail;
+using kestrel::api::guard;
+
+extern "C" {
+
+void kestrel_model_options_init(kestrel_model_options* o) {
+  if (!o) return;
+  *o = kestrel_model_options{};
+  o->struct_size = sizeof *o;
+  o->backend = "auto";
+  o->n_threads = 0;
+  o->use_mmap = true;
+}
+
+kestrel_status kestrel_model_load(const char* path, const kestrel_model_options* opts, kestrel_model** out) {
+  return guard("kestrel_model_load", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(path && out, "kestrel_model_load", "path and out_model must not be NULL");
+    *out = nullptr;
+    kestrel_model_options o;
+    kestrel_model_options_init(&o);
+    const char* err = nullptr;
+    if (!kestrel::api::read_options(opts, &o, &err)) return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_model_load: ") + err);
+    kestrel::ModelLoadOptions lo;
+    lo.backend = o.backend ? o.backend : "auto";
+    const auto names = kestrel::compiled_backends();
+    if (lo.backend != "auto" && std::find(names.begin(), names.end(), lo.backend) == names.end())
+      return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_model_load: unknown backend '" + lo.backend + "'");
+    lo.n_threads = o.n_threads;
+    lo.use_mmap = o.use_mmap;
+    lo.vocab_only = o.vocab_only;
+    lo.progress = o.progress;
+    lo.progress_user = o.progress_user;
+    auto m = kestrel::Model::load(path, lo);
+    if (!m.ok()) return fail(m.status());
+    *out = new kestrel_model{std::move(m.value())};
+    return KESTREL_OK;
+  });
+}
+
+void kestrel_model_free(kestrel_model* model) { delete model; }
+
+kestrel_status kestrel_model_describe(const kestrel_model* model, char* buf, size_t cap, size_t* len) {
+  return guard("kestrel_model_describe", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model, "kestrel_model_describe", "model must not be NULL");
+    return kestrel::api::copy_out(model->model->describe_json(), buf, cap, len);
+  });
+}
+
+int32_t kestrel_model_n_vocab(const kestrel_model* m) { return m ? m->model->hparams().n_vocab : 0; }
+int32_t kestrel_model_n_ctx_train(const kestrel_model* m) { return m ? m->model->hparams().n_ctx_train : 0; }
+kestrel_token kestrel_model_token_bos(const kestrel_model* m) { return m ? m->model->tokenizer().bos() : -1; }
+kestrel_token kestrel_model_token_eos(const kestrel_model* m) { return m ? m->model->tokenizer().eos() : -1; }
+bool kestrel_model_token_is_eog(const kestrel_model* m, kestrel_token t) {
+  return m && m->model->tokenizer().is_eog(t);
+}
+
+kestrel_status kestrel_tokenize(const kestrel_model* model, const char* text, size_t text_len, bool add_special,
+                                bool parse_special, kestrel_token* tokens, size_t cap, size_t* n_tokens) {
+  return guard("kestrel_tokenize", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && (text || text_len == 0) && n_tokens, "kestrel_tokenize",
+                     "model, text and n_tokens must not be NULL");
+    auto ids = model->model->tokenizer().tokenize(std::string_view(text ? text : "", text_len), add_special, parse_special);
+    if (!ids.ok()) return fail(ids.status());
+    *n_tokens = ids->size();
+    if (ids->size() > cap || (!tokens && !ids->empty()))
+      return fail(KESTREL_ERR_BUFFER_TOO_SMALL, "kestrel_tokenize: " + std::to_string(ids->size()) +
+                                                    " tokens do not fit in a buffer of " + std::to_string(cap));
+    std::copy(ids->begin(), ids->end(), tokens);
+    return KESTREL_OK;
+  });
+}
+
+kestrel_status kestrel_detokenize(const kestrel_model* model, const kestrel_token* tokens, size_t n, bool render_special,
+                                  char* buf, size_t cap, size_t* len) {
+  return guard("kestrel_detokenize", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && (tokens || n == 0), "kestrel_detokenize", "model and tokens must not be NULL");
+    std::span<const int32_t> ids(tokens, n);
+    const kestrel::Tokenizer& tok = model->model->tokenizer();
+    kestrel::Status st = tok.check_ids(ids);
+    if (!st.ok()) return fail(st);
+    return kestrel::api::copy_out(tok.detokenize(ids, render_special), buf, cap, len);
+  });
+}
+
+kestrel_status kestrel_detokenizer_new(const kestrel_model* model, bool render_special, kestrel_detokenizer** out) {
+  return guard("kestrel_detokenizer_new", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && out, "kestrel_detokenizer_new", "model and out must not be NULL");
+    *out = new kestrel_detokenizer{
+        std::make_unique<kestrel::StreamingDetokenizer>(model->model->tokenizer(), render_special)};
+    return KESTREL_OK;
+  });
+}
+
+void kestrel_detokenizer_free(kestrel_detokenizer* d) { delete d; }
+
+kestrel_status kestrel_detokenizer_push(kestrel_detokenizer* d, kestrel_token token, char* buf, size_t cap, size_t* len) {
+  return guard("kestrel_detokenizer_push", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_push", "detokenizer and len must not be NULL");
+    d->pending += d->detok->push(token);
+    const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
+    if (st == KESTREL_OK) d->pending.clear();
+    return st;
+  });
+}
+
+kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer* d, char* buf, size_t cap, size_t* len) {
+  return guard("kestrel_detokenizer_flush", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_flush", "detokenizer and len must not be NULL");
+    d->pending += d->detok->flush();
+    const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
+    if (st == KESTREL_OK) d->pending.clear();
+    return st;
+  });
+}
+
+}  // extern "C"

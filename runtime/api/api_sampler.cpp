@@ -1,0 +1,84 @@
+// The sampler chain through the C API.
+#include <cmath>
+
+#include "api/guard.h"
+#include "api/handles.h"
+
+using kestrel::api::fail;
+using kestrel::api::guard;
+
+namespace kestrel::api {
+
+SamplerParams to_sampler_params(const kestrel_sampler_options& o) {
+  SamplerParams p;
+  p.temperature = o.temperature;
+  p.top_k = o.top_k;
+  p.top_p = o.top_p;
+  p.min_p = o.min_p;
+  p.repeat_penalty = o.repeat_penalty;
+  p.presence_penalty = o.presence_penalty;
+  p.frequency_penalty = o.frequency_penalty;
+  p.penalty_last_n = o.penalty_last_n;
+  p.seed = o.seed;
+  return p;
+}
+
+}  // namespace kestrel::api
+
+extern "C" {
+
+void kestrel_sampler_options_init(kestrel_sampler_options* o) {
+  if (!o) return;
+  *o = kestrel_sampler_options{};
+  o->struct_size = sizeof *o;
+  o->temperature = 0.8f;
+  o->top_k = 40;
+  o->top_p = 0.95f;
+  o->min_p = 0.05f;
+  o->repeat_penalty = 1.0f;
+  o->presence_penalty = 0.0f;
+  o->frequency_penalty = 0.0f;
+  o->penalty_last_n = 64;
+  o->seed = 0;
+}
+
+kestrel_status kestrel_sampler_new(const kestrel_sampler_options* opts, kestrel_sampler** out) {
+  return guard("kestrel_sampler_new", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(out, "kestrel_sampler_new", "out must not be NULL");
+    *out = nullptr;
+    kestrel_sampler_options o;
+    kestrel_sampler_options_init(&o);
+    const char* err = nullptr;
+    if (!kestrel::api::read_options(opts, &o, &err))
+      return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_sampler_new: ") + err);
+    kestrel::SamplerParams p = kestrel::api::to_sampler_params(o);
+    kestrel::Status st = kestrel::validate(p);
+    if (!st.ok()) return fail(st);
+    *out = new kestrel_sampler{std::make_unique<kestrel::Sampler>(p)};
+    return KESTREL_OK;
+  });
+}
+
+void kestrel_sampler_free(kestrel_sampler* s) { delete s; }
+
+kestrel_status kestrel_sampler_sample(kestrel_sampler* s, const float* logits, int32_t n_vocab, kestrel_token* out) {
+  return guard("kestrel_sampler_sample", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(s && logits && out && n_vocab > 0, "kestrel_sampler_sample",
+                     "sampler, logits and out must not be NULL and n_vocab > 0");
+    auto t = s->sampler->sample(std::span<const float>(logits, static_cast<size_t>(n_vocab)));
+    if (!t.ok()) return fail(t.status());
+    *out = t.value();
+    s->sampler->accept(t.value());
+    return KESTREL_OK;
+  });
+}
+
+void kestrel_sampler_accept(kestrel_sampler* s, kestrel_token token) {
+  if (s) s->sampler->accept(token);
+}
+
+void kestrel_sampler_reset(kestrel_sampler* s) {
+  if (s) s->sampler->reset();
+}
+
+}  // extern "C"

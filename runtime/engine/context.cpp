@@ -1,0 +1,149 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "model/builder.h"
+
+namespace kestrel {
+
+Expected<std::unique_ptr<Context>> Context::create(const Model& model, const ContextOptions& opts) {
+  if (model.vocab_only())
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "context: the model was loaded vocabulary-only and cannot decode");
+  std::unique_ptr<Context> c(new Context(model));
+  c->opts_ = opts;
+  const HParams& h = model.hparams();
+  if (c->opts_.n_ctx <= 0) c->opts_.n_ctx = h.n_ctx_train;
+  if (c->opts_.n_batch <= 0) c->opts_.n_batch = 512;
+  const int threads = opts.n_threads > 0 ? opts.n_threads : model.options().n_threads;
+  auto backend = create_backend(model.options().backend, threads);
+  if (!backend.ok()) return backend.status();
+  c->backend_ = std::move(backend.value());
+  KvCache::Options ko;
+  ko.n_cells = c->opts_.n_ctx;
+  ko.n_seq_max = c->opts_.n_seq_max;
+  ko.k_rows.assign(h.n_layer, h.k_row());
+  ko.v_rows.assign(h.n_layer, h.v_row());
+  auto kv = KvCache::create(ko, *c->backend_);
+  if (!kv.ok()) return kv.status();
+  c->kv_ = std::move(kv.value());
+  return c;
+}
+
+Context::~Context() {
+  if (arena_) backend_->release(arena_);
+  kv_.reset();
+}
+
+Status Context::decode(const DecodeBatch& in) {
+  const int64_t T = static_cast<int64_t>(in.tokens.size());
+  if (T == 0) return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: empty batch");
+  auto bad_len = [&](size_t n, const char* what) {
+    return n != 0 && n != static_cast<size_t>(T)
+               ? Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("decode: ") + what + " has " + std::to_string(n) +
+                                                         " entries for " + std::to_string(T) + " tokens")
+               : Status::Ok();
+  };
+  KS_RETURN_IF_ERROR(bad_len(in.positions.size(), "positions"));
+  KS_RETURN_IF_ERROR(bad_len(in.seq_ids.size(), "seq_ids"));
+  KS_RETURN_IF_ERROR(bad_len(in.want_logits.size(), "logits flags"));
+  const int32_t n_vocab = model_.hparams().n_vocab;
+  std::vector<int32_t> seq(T, 0), pos(T);
+  for (int64_t i = 0; i < T; ++i) {
+    if (in.tokens[i] < 0 || in.tokens[i] >= n_vocab)
+      return Error(KESTREL_ERR_OUT_OF_RANGE, "decode: token id " + std::to_string(in.tokens[i]) + " at batch row " +
+                                                 std::to_string(i) + " is outside [0, " + std::to_string(n_vocab) + ")");
+    if (!in.seq_ids.empty()) seq[i] = in.seq_ids[i];
+    if (seq[i] < 0 || seq[i] >= kv_->n_seq_max())
+      return Error(KESTREL_ERR_OUT_OF_RANGE, "decode: sequence id " + std::to_string(seq[i]) + " at batch row " +
+                                                 std::to_string(i) + " is outside [0, " +
+                                                 std::to_string(kv_->n_seq_max()) + ")");
+  }
+  if (in.positions.empty()) {
+    std::vector<int32_t> next(kv_->n_seq_max(), -1);
+    for (int64_t i = 0; i < T; ++i) {
+      if (next[seq[i]] < 0) next[seq[i]] = kv_->seq_pos_max(seq[i]) + 1;
+      pos[i] = next[seq[i]]++;
+    }
+  } else {
+    for (int64_t i = 0; i < T; ++i) {
+      pos[i] = in.positions[i];
+      if (pos[i] < 0)
+        return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: negative position at batch row " + std::to_string(i));
+    }
+  }
+  const int32_t free_cells = kv_->n_cells() - kv_->n_used();
+  if (T > free_cells)
+    return Error(KESTREL_ERR_CONTEXT_FULL, "context full: the batch has " + std::to_string(T) + " tokens but only " +
+                                               std::to_string(free_cells) + " of " + std::to_string(kv_->n_cells()) +
+                                               " cells are free (raise n_ctx or remove old tokens)");
+  // Which rows produce logits, and where they go.
+  logit_row_.assign(T, -1);
+  int32_t n_out = 0;
+  for (int64_t i = 0; i < T; ++i) {
+    const bool want = in.want_logits.empty() ? i == T - 1 : in.want_logits[i];
+    if (want) logit_row_[i] = n_out++;
+  }
+  logits_.assign(static_cast<size_t>(n_out) * n_vocab, 0.0f);
+
+  int32_t out_done = 0;
+  for (int64_t s = 0; s < T; s += opts_.n_batch) {
+    const int64_t e = std::min<int64_t>(T, s + opts_.n_batch);
+    std::vector<int32_t> rows;
+    for (int64_t i = s; i < e; ++i)
+      if (logit_row_[i] >= 0) rows.push_back(static_cast<int32_t>(i - s));
+    std::span<const int32_t> toks = in.tokens.subspan(s, e - s);
+    KS_RETURN_IF_ERROR(run_step(toks, std::span<const int32_t>(pos).subspan(s, e - s),
+                                std::span<const int32_t>(seq).subspan(s, e - s), rows,
+                                logits_.data() + static_cast<size_t>(out_done) * n_vocab));
+    out_done += static_cast<int32_t>(rows.size());
+  }
+  return Status::Ok();
+}
+
+Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos,
+                         std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out) {
+  std::vector<int32_t> slots;
+  KS_RETURN_IF_ERROR(kv_->claim(pos, seq, &slots));
+  ForwardBatch fb;
+  fb.n_tokens = static_cast<int32_t>(tokens.size());
+  fb.tokens = tokens.data();
+  fb.positions = pos.data();
+  fb.slots = slots.data();
+  fb.attn = kv_->attention_batch(pos, seq);
+  // Steps without wanted logits still need a valid output row set: compute the last row only.
+  const int32_t last = fb.n_tokens - 1;
+  fb.n_outputs = out_rows.empty() ? 1 : static_cast<int32_t>(out_rows.size());
+  fb.output_rows = out_rows.empty() ? &last : out_rows.data();
+
+  Graph g;
+  Builder b(g, model_, *kv_, fb);
+  Tensor* logits = model_.arch().forward(b);
+  const size_t need = g.plan();
+  if (need > arena_size_) {
+    if (arena_) backend_->release(arena_);
+    arena_ = static_cast<uint8_t*>(backend_->alloc(need));
+    arena_size_ = arena_ ? need : 0;
+    if (!arena_) return Error(KESTREL_ERR_OUT_OF_MEMORY, "decode: cannot allocate " + std::to_string(need) + " bytes of scratch");
+  }
+  g.bind(arena_);
+  KS_RETURN_IF_ERROR(backend_->run(g, 0, g.nodes().size()));
+  backend_->sync();
+  if (!out_rows.empty())
+    backend_->read(logits_out, logits->data, static_cast<size_t>(out_rows.size()) * logits->ne[0] * sizeof(float));
+  return Status::Ok();
+}
+
+Expected<std::span<const float>> Context::logits(int32_t i) const {
+  const int32_t T = static_cast<int32_t>(logit_row_.size());
+  const int32_t idx = i < 0 ? T + i : i;
+  if (idx < 0 || idx >= T)
+    return Error(KESTREL_ERR_OUT_OF_RANGE, "logits: row " + std::to_string(i) + " is outside the last batch of " + std::to_string(T));
+  if (logit_row_[idx] < 0)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: batch row " + std::to_string(idx) + " did not ask for logits");
+  const size_t V = model_.hparams().n_vocab;
+  return std::span<const float>(logits_.data() + logit_row_[idx] * V, V);
+}
+
+}  // namespace kestrel

@@ -1,0 +1,60 @@
+// A decoding session: the KV cache, the scratch arena and the logits of the last step, over a
+// shared immutable Model. One thread at a time.
+#pragma once
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backends/backend.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace kestrel {
+
+struct ContextOptions {
+  int32_t n_ctx = 0;    // 0: the model's training context
+  int32_t n_batch = 512;
+  int32_t n_seq_max = 1;
+  int n_threads = 0;    // 0: the model's setting
+};
+
+// One decode request. Empty positions / seq_ids / want_logits take the C API's defaults.
+struct DecodeBatch {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const int32_t> seq_ids;
+  std::span<const bool> want_logits;
+};
+
+class Context {
+ public:
+  static Expected<std::unique_ptr<Context>> create(const Model& model, const ContextOptions& opts);
+  ~Context();
+
+  const Model& model() const { return model_; }
+  KvCache& kv() { return *kv_; }
+  const KvCache& kv() const { return *kv_; }
+  int32_t n_ctx() const { return kv_->n_cells(); }
+  Backend& backend() { return *backend_; }
+
+  // Runs the batch (split into steps of at most n_batch tokens), appending to the KV cache.
+  // Validates every token id, sequence id and position first; on error nothing is cached.
+  Status decode(const DecodeBatch& batch);
+  // Logits of batch row i of the last decode (negative counts from the end).
+  Expected<std::span<const float>> logits(int32_t i) const;
+
+ private:
+  Context(const Model& m) : model_(m) {}
+  Status run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
+                  std::span<const int32_t> out_rows, float* logits_out);
+  const Model& model_;
+  ContextOptions opts_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<KvCache> kv_;
+  uint8_t* arena_ = nullptr;
+  size_t arena_size_ = 0;
+  std::vector<float> logits_;        // [n_vocab * n_logit_rows]
+  std::vector<int32_t> logit_row_;   // batch row -> logits row, -1 if none
+};
+
+}  // namespace kestrel

@@ -1,0 +1,237 @@
+/*
+ * kestrel.h — the C API of Kestrel, an embeddable LLM inference runtime.
+ *
+ * Basic usage:
+ *
+ *   kestrel_model *model = NULL;
+ *   kestrel_model_options mo; kestrel_model_options_init(&mo);
+ *   if (kestrel_model_load("model.gguf", &mo, &model) != KESTREL_OK) {
+ *     fprintf(stderr, "%s\n", kestrel_last_error()); return 1;
+ *   }
+ *   kestrel_context *ctx = NULL;
+ *   kestrel_context_options co; kestrel_context_options_init(&co);
+ *   kestrel_context_new(model, &co, &ctx);
+ *   kestrel_generate_options go; kestrel_generate_options_init(&go);
+ *   go.max_tokens = 64; go.on_token = print_piece;   // streamed UTF-8 pieces
+ *   kestrel_generate(ctx, "Once upon a time", &go, NULL);
+ *   kestrel_context_free(ctx); kestrel_model_free(model);
+ *
+ * Contract:
+ * - Every function that can fail returns a kestrel_status; on failure a message naming the
+ *   offending thing is available from kestrel_last_error() on the same thread.
+ * - Nothing aborts or throws across this boundary.
+ * - Options structs begin with struct_size; fill them with the matching *_init() first and pass
+ *   them by pointer. Passing NULL means "defaults".
+ * - Caller buffers are (buf, cap, *len): *len receives the full size needed; if cap is too small
+ *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap.
+ * - Ownership: objects returned through an out-pointer belong to the caller and are released with
+ *   the matching *_free(). Pointers returned by accessors are owned by the object they came from.
+ * - Threads: a kestrel_model is immutable after load and may be shared by any number of threads
+ *   and contexts. A kestrel_context or kestrel_sampler must be used by one thread at a time.
+ */
+#ifndef KESTREL_H
+#define KESTREL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define KESTREL_API __declspec(dllexport)
+#else
+#define KESTREL_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KESTREL_API_VERSION 1
+
+/* ---- status codes ------------------------------------------------------------------------ */
+typedef enum kestrel_status {
+  KESTREL_OK = 0,
+  KESTREL_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad option value, a malformed batch */
+  KESTREL_ERR_IO = 2,               /* a file could not be opened, read or mapped */
+  KESTREL_ERR_FORMAT = 3,           /* a file is malformed (names the key, tensor or offset) */
+  KESTREL_ERR_UNSUPPORTED = 4,      /* an architecture, tensor type or feature we do not have */
+  KESTREL_ERR_OUT_OF_MEMORY = 5,
+  KESTREL_ERR_OUT_OF_RANGE = 6,     /* a token id, position or index outside its range */
+  KESTREL_ERR_CONTEXT_FULL = 7,     /* the KV cache has no room for the batch */
+  KESTREL_ERR_BUFFER_TOO_SMALL = 8, /* the caller's buffer is too small; *len says how big */
+  KESTREL_ERR_CANCELLED = 9,        /* a callback asked to stop */
+  KESTREL_ERR_BACKEND = 10,         /* a device or backend failure */
+  KESTREL_ERR_INTERNAL = 11         /* a bug in Kestrel: please report it */
+} kestrel_status;
+
+/* The enumerator's name without prefix, e.g. "ERR_FORMAT"; never NULL. */
+KESTREL_API const char *kestrel_status_name(kestrel_status status);
+/* The message of the last failed call on this thread ("" if none). Valid until the next call. */
+KESTREL_API const char *kestrel_last_error(void);
+/* KESTREL_API_VERSION of the library actually linked. */
+KESTREL_API uint32_t kestrel_api_version(void);
+
+/* ---- logging ----------------------------------------------------------------------------- */
+typedef enum kestrel_log_level {
+  KESTREL_LOG_DEBUG = 0,
+  KESTREL_LOG_INFO = 1,
+  KESTREL_LOG_WARN = 2,
+  KESTREL_LOG_ERROR = 3,
+  KESTREL_LOG_NONE = 4
+} kestrel_log_level;
+typedef void (*kestrel_log_fn)(kestrel_log_level level, const char *message, void *user);
+/* Route log lines at or above min_level to fn (NULL: stderr, the default). Process-wide. */
+KESTREL_API void kestrel_log_set(kestrel_log_fn fn, void *user, kestrel_log_level min_level);
+
+/* ---- handles ----------------------------------------------------------------------------- */
+typedef struct kestrel_model kestrel_model;     /* weights + vocabulary; immutable, shareable */
+typedef struct kestrel_context kestrel_context; /* KV cache + scratch for one session */
+typedef struct kestrel_sampler kestrel_sampler; /* a sampler chain with its own RNG state */
+typedef struct kestrel_detokenizer kestrel_detokenizer; /* streaming token -> UTF-8 text */
+typedef int32_t kestrel_token;
+
+/* ---- model ------------------------------------------------------------------------------- */
+/* Called during load with progress in [0, 1]; return false to cancel (KESTREL_ERR_CANCELLED). */
+typedef bool (*kestrel_progress_fn)(float progress, void *user);
+
+typedef struct kestrel_model_options {
+  uint32_t struct_size;
+  const char *backend;          /* "auto" (default), "cpu" or "cuda" */
+  int32_t n_threads;            /* CPU threads; 0 = all physical cores */
+  bool use_mmap;                /* map the file (default true); false reads it into memory */
+  bool vocab_only;              /* load only the vocabulary (tokenize/detokenize; no decode) */
+  kestrel_progress_fn progress; /* optional */
+  void *progress_user;
+} kestrel_model_options;
+
+KESTREL_API void kestrel_model_options_init(kestrel_model_options *opts);
+KESTREL_API kestrel_status kestrel_model_load(const char *path, const kestrel_model_options *opts,
+                                              kestrel_model **out_model);
+KESTREL_API void kestrel_model_free(kestrel_model *model);
+/* JSON: architecture, hyper-parameters, vocabulary, tensor types and sizes, memory needed. */
+KESTREL_API kestrel_status kestrel_model_describe(const kestrel_model *model, char *buf, size_t cap,
+                                                  size_t *len);
+KESTREL_API int32_t kestrel_model_n_vocab(const kestrel_model *model);
+KESTREL_API int32_t kestrel_model_n_ctx_train(const kestrel_model *model);
+/* Special tokens; -1 when the vocabulary has none. */
+KESTREL_API kestrel_token kestrel_model_token_bos(const kestrel_model *model);
+KESTREL_API kestrel_token kestrel_model_token_eos(const kestrel_model *model);
+/* True for end-of-generation tokens (EOS, EOT, ...). */
+KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_token token);
+
+/* ---- tokenizer --------------------------------------------------------------------------- */
+/* add_special: add BOS/EOS as the vocabulary asks. parse_special: match control-token text. */
+KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const char *text,
+                                            size_t text_len, bool add_special, bool parse_special,
+                                            kestrel_token *tokens, size_t cap, size_t *n_tokens);
+/* Whole-sequence detokenization (special tokens rendered if render_special). */
+KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
+                                              size_t n_tokens, bool render_special, char *buf,
+                                              size_t cap, size_t *len);
+/* Streaming: push tokens one at a time, receive only complete UTF-8 sequences. */
+KESTREL_API kestrel_status kestrel_detokenizer_new(const kestrel_model *model, bool render_special,
+                                                   kestrel_detokenizer **out);
+KESTREL_API void kestrel_detokenizer_free(kestrel_detokenizer *detok);
+/* Writes the text that became complete; *len = bytes written (or needed). On
+ * KESTREL_ERR_BUFFER_TOO_SMALL the text stays pending and comes first from the next push/flush. */
+KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, kestrel_token token,
+                                                    char *buf, size_t cap, size_t *len);
+/* Emits what is left (invalid trailing bytes as U+FFFD) and resets. */
+KESTREL_API kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer *detok, char *buf, size_t cap,
+                                                     size_t *len);
+
+/* ---- context ----------------------------------------------------------------------------- */
+typedef struct kestrel_context_options {
+  uint32_t struct_size;
+  uint32_t n_ctx;     /* KV cache size in tokens; 0 = the model's training context */
+  uint32_t n_batch;   /* most tokens per decode call (default 512) */
+  uint32_t n_seq_max; /* most distinct sequence ids (default 1) */
+  int32_t n_threads;  /* 0 = the model's setting */
+} kestrel_context_options;
+
+KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
+KESTREL_API kestrel_status kestrel_context_new(const kestrel_model *model,
+                                               const kestrel_context_options *opts,
+                                               kestrel_context **out_ctx);
+KESTREL_API void kestrel_context_free(kestrel_context *ctx);
+KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
+
+/* A batch of tokens, possibly of several sequences. Arrays are owned by the caller. */
+typedef struct kestrel_batch {
+  int32_t n_tokens;
+  const kestrel_token *tokens; /* [n_tokens] */
+  const int32_t *positions;    /* [n_tokens]; NULL = continue each sequence from its last pos */
+  const int32_t *seq_ids;      /* [n_tokens]; NULL = all sequence 0 */
+  const bool *logits;          /* [n_tokens]; NULL = logits for the last token only */
+} kestrel_batch;
+
+/* Runs the model over the batch, appending to the KV cache. */
+KESTREL_API kestrel_status kestrel_decode(kestrel_context *ctx, const kestrel_batch *batch);
+/* Logits of batch row i of the last decode (i < 0 counts from the end). The pointer stays valid
+ * until the next decode on ctx. */
+KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, const float **logits,
+                                              int32_t *n_vocab);
+
+/* KV cache sequence operations. p1 < 0 means "to the end". */
+KESTREL_API kestrel_status kestrel_kv_seq_remove(kestrel_context *ctx, int32_t seq, int32_t p0,
+                                                 int32_t p1);
+KESTREL_API kestrel_status kestrel_kv_seq_copy(kestrel_context *ctx, int32_t src, int32_t dst,
+                                               int32_t p0, int32_t p1);
+KESTREL_API kestrel_status kestrel_kv_seq_keep(kestrel_context *ctx, int32_t seq);
+/* Largest position cached for seq, -1 if none. */
+KESTREL_API int32_t kestrel_kv_seq_pos_max(const kestrel_context *ctx, int32_t seq);
+KESTREL_API void kestrel_kv_clear(kestrel_context *ctx);
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+typedef struct kestrel_sampler_options {
+  uint32_t struct_size;
+  float temperature;       /* <= 0: greedy (default 0.8) */
+  int32_t top_k;           /* <= 0: off (default 40) */
+  float top_p;             /* >= 1: off (default 0.95) */
+  float min_p;             /* <= 0: off (default 0.05) */
+  float repeat_penalty;    /* 1: off (default) */
+  float presence_penalty;  /* 0: off (default) */
+  float frequency_penalty; /* 0: off (default) */
+  int32_t penalty_last_n;  /* tokens the penalties look back over (default 64) */
+  uint64_t seed;           /* the same seed reproduces the same draws */
+} kestrel_sampler_options;
+
+KESTREL_API void kestrel_sampler_options_init(kestrel_sampler_options *opts);
+KESTREL_API kestrel_status kestrel_sampler_new(const kestrel_sampler_options *opts,
+                                               kestrel_sampler **out);
+KESTREL_API void kestrel_sampler_free(kestrel_sampler *sampler);
+/* Picks a token from logits (not modified) and records it for the penalties. */
+KESTREL_API kestrel_status kestrel_sampler_sample(kestrel_sampler *sampler, const float *logits,
+                                                  int32_t n_vocab, kestrel_token *out);
+/* Records a token (e.g. of the prompt) for the penalties without sampling. */
+KESTREL_API void kestrel_sampler_accept(kestrel_sampler *sampler, kestrel_token token);
+KESTREL_API void kestrel_sampler_reset(kestrel_sampler *sampler);
+
+/* ---- generate: tokenize, decode, sample, stream ------------------------------------------ */
+/* Called per generated token with its newly completed UTF-8 text (may be empty); return false to
+ * stop generating. */
+typedef bool (*kestrel_token_fn)(kestrel_token token, const char *piece, size_t piece_len, void *user);
+
+typedef struct kestrel_generate_options {
+  uint32_t struct_size;
+  int32_t max_tokens;                     /* default 128 */
+  bool add_special;                       /* add BOS etc. to the prompt (default true) */
+  bool parse_special;                     /* match special-token text in the prompt (false) */
+  bool stop_at_eog;                       /* stop at end-of-generation tokens (default true) */
+  const kestrel_sampler_options *sampling; /* NULL: defaults */
+  kestrel_token_fn on_token;              /* optional */
+  void *user;
+} kestrel_generate_options;
+
+KESTREL_API void kestrel_generate_options_init(kestrel_generate_options *opts);
+/* Clears ctx's cache, runs the prompt and generates; *n_generated (optional) gets the count.
+ * After the last token, on_token may be called once more with token -1 and the text the
+ * streaming detokenizer held back (an incomplete UTF-8 sequence, shown as U+FFFD). */
+KESTREL_API kestrel_status kestrel_generate(kestrel_context *ctx, const char *prompt,
+                                            const kestrel_generate_options *opts,
+                                            int32_t *n_generated);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KESTREL_H */

@@ -1,0 +1,114 @@
+#include "model/builder.h"
+
+#include <cmath>
+
+namespace kestrel {
+
+Builder::Builder(Graph& g, const Model& m, const KvCache& kv, const ForwardBatch& fb)
+    : g_(g), m_(m), kv_(kv), fb_(fb) {
+  positions_ = input_i32(fb.positions, fb.n_tokens);
+  attn_ = &fb_.attn;
+}
+
+Tensor* Builder::input_i32(const int32_t* data, int64_t n) {
+  return g_.external(make_tensor(DType::I32, n, 1, 1, 1, const_cast<int32_t*>(data)));
+}
+
+Tensor* Builder::weight(const Tensor* w) {
+  auto it = wrapped_.find(w);
+  if (it != wrapped_.end()) return it->second;
+  Tensor* t = g_.external(*w);
+  wrapped_.emplace(w, t);
+  return t;
+}
+
+Tensor* Builder::embed(const Tensor* table) {
+  Tensor* ids = input_i32(fb_.tokens, fb_.n_tokens);
+  Tensor* out = g_.intermediate(DType::F32, table->ne[0], fb_.n_tokens);
+  g_.add(Op::GET_ROWS, out, weight(table), ids);
+  return out;
+}
+
+Tensor* Builder::rms_norm(Tensor* x, const Tensor* gain) {
+  Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+  g_.add(Op::RMS_NORM, y, x).fp[0] = hp().rms_eps;
+  if (!gain) return y;
+  Tensor* z = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+  g_.add(Op::MUL, z, y, weight(gain));
+  return z;
+}
+
+Tensor* Builder::linear(const Tensor* w, Tensor* x, const Tensor* bias) {
+  Tensor* y = g_.intermediate(DType::F32, w->ne[1], x->ne[1]);
+  g_.add(Op::MATMUL, y, weight(w), x);
+  if (!bias) return y;
+  Tensor* z = g_.intermediate(DType::F32, w->ne[1], x->ne[1]);
+  g_.add(Op::ADD, z, y, weight(bias));
+  return z;
+}
+
+Tensor* Builder::add(Tensor* a, Tensor* b) {
+  Tensor* y = g_.intermediate(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+  g_.add(Op::ADD, y, a, b);
+  return y;
+}
+
+Tensor* Builder::rope(Tensor* x, const Tensor* freq_factors) {
+  Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
+  Node& n = g_.add(Op::ROPE, y, x, positions_, freq_factors ? weight(freq_factors) : nullptr);
+  rope_params_store(hp().rope, n.ip, n.fp);
+  return y;
+}
+
+Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o) {
+  const int64_t T = fb_.n_tokens;
+  Tensor* kc = g_.external(kv_.k(layer));
+  Tensor* vc = g_.external(kv_.v(layer));
+  g_.add(Op::KV_STORE, kc, kc, g_.reshape(k, k->ne[0] * k->ne[1], T)).aux = fb_.slots;
+  g_.add(Op::KV_STORE, vc, vc, g_.reshape(v, v->ne[0] * v->ne[1], T)).aux = fb_.slots;
+  Tensor* out = g_.intermediate(DType::F32, v->ne[0], q->ne[1], T);
+  Node& n = g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr);
+  n.aux = attn_;
+  n.fp[0] = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0]));
+  n.fp[1] = o.softcap;
+  n.ip[0] = o.window;
+  return g_.reshape(out, v->ne[0] * q->ne[1], T);
+}
+
+Tensor* Builder::self_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o) {
+  const HParams& h = hp();
+  const int64_t T = fb_.n_tokens;
+  Tensor* q = g_.reshape(linear(lw.wq, x, lw.bq), h.head_dim_k, h.n_head, T);
+  Tensor* k = g_.reshape(linear(lw.wk, x, lw.bk), h.head_dim_k, h.n_head_kv, T);
+  Tensor* v = g_.reshape(linear(lw.wv, x, lw.bv), h.head_dim_v, h.n_head_kv, T);
+  if (lw.q_norm) q = rms_norm(q, lw.q_norm);
+  if (lw.k_norm) k = rms_norm(k, lw.k_norm);
+  q = rope(q, w().rope_freqs);
+  k = rope(k, w().rope_freqs);
+  return linear(lw.wo, attention(layer, q, k, v, o), lw.bo);
+}
+
+Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down) {
+  Tensor* g = linear(gate, x);
+  Tensor* u = linear(up, x);
+  Tensor* act = g_.intermediate(DType::F32, g->ne[0], g->ne[1]);
+  g_.add(Op::SWIGLU, act, g, u);
+  return linear(down, act);
+}
+
+Tensor* Builder::select_outputs(Tensor* x) {
+  if (fb_.n_outputs == fb_.n_tokens) return x;  // every row wanted (rows are in batch order)
+  Tensor* ids = input_i32(fb_.output_rows, fb_.n_outputs);
+  Tensor* y = g_.intermediate(DType::F32, x->ne[0], fb_.n_outputs);
+  g_.add(Op::GET_ROWS, y, x, ids);
+  return y;
+}
+
+Tensor* Builder::output_logits(Tensor* x) {
+  Tensor* normed = rms_norm(x, w().output_norm);
+  Tensor* logits = linear(w().output, normed);
+  g_.mark_output(logits);
+  return logits;
+}
+
+}  // namespace kestrel

@@ -1,0 +1,100 @@
+// The sampler chain: turns one row of logits into a token id.
+//
+// Order (llama.cpp's common default): logit bias -> penalties -> [temperature <= 0: greedy argmax,
+// ties to the lowest id] -> top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw.
+// Top-p and min-p measure probabilities before temperature (softmax of the logits at that step).
+//
+//   Sampler s(params);                       // check validate(params) first for a clear error
+//   for (int32_t t : prompt) s.accept(t);    // the penalties look back over accepted tokens
+//   auto tok = s.sample(logits);             // does not record the token: call accept(*tok)
+//
+// Ordering among candidates is the strict order (logit descending, id ascending), so truncation
+// with ties is deterministic, and the draw walks a deterministic candidate order: with the
+// integer RNG in rng.h one seed reproduces a run. Not thread-safe; one Sampler per sequence.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/rng.h"
+
+namespace kestrel {
+
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off; keep the smallest top set with mass >= top_p
+  float min_p = 0.05f;          // <= 0: off; drop tokens with p < min_p * p_max
+  float repeat_penalty = 1.0f;  // 1: off; positive logits divided, negative multiplied
+  float presence_penalty = 0;   // 0: off; subtracted once from any token seen
+  float frequency_penalty = 0;  // 0: off; subtracted per occurrence
+  int32_t penalty_last_n = 64;  // accepted tokens the penalties look back over; 0: off
+  uint64_t seed = 0;            // the same seed reproduces the same draws
+  // (token, value) added to that token's logit; -inf bans the token. Ids past n_vocab are
+  // reported by sample() (n_vocab is not known here).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+};
+
+// KESTREL_ERR_INVALID_ARGUMENT naming the field for NaN/inf values, top_p < 0, min_p > 1,
+// repeat_penalty <= 0, penalty_last_n < 0, a negative bias token or a NaN/+inf bias.
+Status validate(const SamplerParams& p);
+
+class Sampler {
+ public:
+  // Invalid params are remembered and returned by every sample() call.
+  explicit Sampler(SamplerParams params);
+
+  // Picks a token. logits are not modified; a NaN or +inf logit, an empty row or a logit bias
+  // token outside [0, logits.size()) is an error. -inf logits are allowed (never drawn) but at
+  // least one token must remain finite.
+  Expected<int32_t> sample(std::span<const float> logits);
+
+  // Records a token for the penalties (negative ids are ignored; ids past n_vocab at sample
+  // time have no effect).
+  void accept(int32_t token);
+
+  // Forgets the history and restarts the RNG from the seed.
+  void reset();
+
+  const SamplerParams& params() const { return params_; }
+
+  // For tests: the candidates left after every step but the draw, in the order the draw walks
+  // them, with logits divided by the temperature. With temperature <= 0, all tokens after bias
+  // and penalties (greedy takes the first highest).
+  Expected<std::vector<std::pair<int32_t, float>>> debug_apply(std::span<const float> logits);
+
+ private:
+  struct Candidate {
+    Candidate() {}  // NOLINT: left uninitialized, so growing cand_ back each call costs nothing
+    Candidate(int32_t i, float l) : id(i), logit(l) {}
+    int32_t id;
+    float logit;
+  };
+  Status prepare(std::span<const float> logits);  // copy, check, bias, penalties
+  void truncate();                                 // top-k, top-p, min-p
+  void sort_prefix(size_t m);
+  void apply_top_k();
+  void apply_top_p();
+  void apply_min_p();
+  int32_t argmax() const;
+  int32_t draw();
+
+  SamplerParams params_;
+  Status params_status_;
+  Rng rng_;
+  std::vector<Candidate> cand_;  // reused across calls
+  std::vector<double> weights_;  // reused across calls
+  std::vector<Candidate> heap_;  // reused by sort_prefix
+  std::vector<double> hist_;     // reused by apply_top_p
+  size_t sorted_ = 0;            // cand_[0, sorted_) are the best, in order
+  float max_logit_ = 0;          // over cand_, set by prepare()
+  // The last penalty_last_n accepted tokens (a ring, grown as tokens arrive) and their counts.
+  std::vector<int32_t> history_;
+  size_t history_head_ = 0;
+  std::unordered_map<int32_t, int32_t> counts_;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,180 @@
+#include "tensor/graph.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+
+namespace kestrel {
+
+const char* op_name(Op op) {
+  static const char* const kNames[] = {
+#define KS_OP(name, doc) #name,
+#include "tensor/ops.def"
+#undef KS_OP
+  };
+  return op < Op::COUNT ? kNames[static_cast<int>(op)] : "?";
+}
+
+void rope_params_store(const RopeParams& p, int32_t* ip, float* fp) {
+  ip[0] = p.n_rot;
+  ip[1] = p.mode;
+  ip[2] = p.n_ctx_orig;
+  fp[0] = p.freq_base;
+  fp[1] = p.freq_scale;
+  fp[2] = p.ext_factor;
+  fp[3] = p.attn_factor;
+  fp[4] = p.beta_fast;
+  fp[5] = p.beta_slow;
+}
+
+RopeParams rope_params_load(const int32_t* ip, const float* fp) {
+  RopeParams p;
+  p.n_rot = ip[0];
+  p.mode = ip[1];
+  p.n_ctx_orig = ip[2];
+  p.freq_base = fp[0];
+  p.freq_scale = fp[1];
+  p.ext_factor = fp[2];
+  p.attn_factor = fp[3];
+  p.beta_fast = fp[4];
+  p.beta_slow = fp[5];
+  return p;
+}
+
+Graph::Slot& Graph::slot_of(Tensor* t) { return slots_[index_.at(t)]; }
+
+Tensor* Graph::external(const Tensor& t) {
+  tensors_.push_back(t);
+  Tensor* p = &tensors_.back();
+  index_[p] = slots_.size();
+  slots_.push_back(Slot{p});
+  return p;
+}
+
+Tensor* Graph::intermediate(DType type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  Tensor* p = external(make_tensor(type, ne0, ne1, ne2, ne3));
+  slots_.back().is_intermediate = true;
+  return p;
+}
+
+Tensor* Graph::reshape(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  Slot s = slot_of(src);
+  Tensor* p = external(make_tensor(src->type, ne0, ne1, ne2, ne3, src->data));
+  p->name = src->name;
+  if (s.is_intermediate) {
+    slots_.back().is_intermediate = true;
+    slots_.back().view_of = s.view_of ? s.view_of : src;
+    slots_.back().view_offset = s.view_offset;
+  }
+  return p;
+}
+
+Tensor* Graph::columns(Tensor* src, int64_t c0, int64_t n) {
+  Slot s = slot_of(src);
+  Tensor t = *src;
+  t.ne[1] = n;
+  const size_t off = static_cast<size_t>(c0) * src->nb[1];
+  t.data = src->data ? static_cast<uint8_t*>(src->data) + off : nullptr;
+  Tensor* p = external(t);
+  if (s.is_intermediate) {
+    slots_.back().is_intermediate = true;
+    slots_.back().view_of = s.view_of ? s.view_of : src;
+    slots_.back().view_offset = s.view_offset + off;
+  }
+  return p;
+}
+
+Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3) {
+  Node n;
+  n.op = op;
+  n.dst = dst;
+  n.src[0] = s0;
+  n.src[1] = s1;
+  n.src[2] = s2;
+  n.src[3] = s3;
+  nodes_.push_back(n);
+  return nodes_.back();
+}
+
+void Graph::mark_output(Tensor* t) {
+  Slot& s = slot_of(t);
+  (s.view_of ? slot_of(s.view_of) : s).output = true;
+}
+
+size_t Graph::plan() {
+  constexpr size_t kAlign = 64;
+  // Storage owner of every intermediate tensor, and its live range in node indices.
+  auto owner = [&](Tensor* t) -> Slot* {
+    if (!t) return nullptr;
+    Slot& s = slot_of(t);
+    if (!s.is_intermediate) return nullptr;
+    return s.view_of ? &slot_of(s.view_of) : &s;
+  };
+  std::unordered_map<Slot*, std::pair<size_t, size_t>> live;  // first, last
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Tensor* ts[5] = {nodes_[i].dst, nodes_[i].src[0], nodes_[i].src[1], nodes_[i].src[2],
+                     nodes_[i].src[3]};
+    for (Tensor* t : ts) {
+      Slot* o = owner(t);
+      if (!o) continue;
+      auto it = live.find(o);
+      if (it == live.end()) live[o] = {i, i};
+      else it->second.second = i;
+    }
+  }
+  std::vector<std::vector<Slot*>> starts(nodes_.size()), ends(nodes_.size());
+  for (auto& [o, r] : live) {
+    starts[r.first].push_back(o);
+    if (!o->output) ends[r.second].push_back(o);
+  }
+  std::map<size_t, size_t> free_blocks;  // offset -> size
+  size_t top = 0;
+  auto alloc = [&](size_t size) {
+    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
+      if (it->second >= size) {
+        const size_t off = it->first, rest = it->second - size;
+        free_blocks.erase(it);
+        if (rest) free_blocks[off + size] = rest;
+        return off;
+      }
+    }
+    const size_t off = top;
+    top += size;
+    return off;
+  };
+  auto release = [&](size_t off, size_t size) {
+    auto it = free_blocks.emplace(off, size).first;
+    auto next = std::next(it);
+    if (next != free_blocks.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_blocks.erase(next);
+    }
+    if (it != free_blocks.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_blocks.erase(it);
+      }
+    }
+  };
+  auto padded = [&](Slot* o) { return (o->t->n_bytes() + kAlign - 1) / kAlign * kAlign; };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (Slot* o : starts[i]) o->offset = alloc(padded(o));
+    for (Slot* o : ends[i]) release(o->offset, padded(o));
+  }
+  return top;
+}
+
+void Graph::bind(uint8_t* arena) {
+  for (Slot& s : slots_) {
+    if (!s.is_intermediate || s.view_of) continue;
+    s.t->data = arena + s.offset;
+  }
+  for (Slot& s : slots_) {
+    if (!s.is_intermediate || !s.view_of) continue;
+    s.t->data = static_cast<uint8_t*>(slot_of(s.view_of).t->data) + s.view_offset;
+  }
+}
+
+}  // namespace kestrel

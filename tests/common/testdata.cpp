@@ -1,0 +1,42 @@
+#include "testdata.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace kestrel::test {
+
+std::string testdata_root() {
+  const char* env = std::getenv("KESTREL_TESTDATA");
+  return env && *env ? env : KESTREL_TESTDATA_DEFAULT;
+}
+
+std::string testdata_file(const std::string& rel) {
+  std::string path = testdata_root() + "/" + rel;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) return path;
+  const char* req = std::getenv("KESTREL_REQUIRE_TESTDATA");
+  if (req && std::string(req) == "1") {
+    FAIL("required test data missing: " << path);
+  } else {
+    MESSAGE("skipped: test data missing: " << path);
+  }
+  return "";
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string cli_path() {
+  const char* env = std::getenv("KESTREL_CLI");
+  return env ? env : "kestrel";
+}
+
+}  // namespace kestrel::test

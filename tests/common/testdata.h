@@ -1,0 +1,16 @@
+// Locating ../shared/testdata from tests. KESTREL_TESTDATA overrides the default; with
+// KESTREL_REQUIRE_TESTDATA=1 a missing file fails the test instead of skipping it.
+#pragma once
+#include <string>
+
+namespace kestrel::test {
+
+std::string testdata_root();
+// Full path of a file under the testdata root, or "" if missing. When missing: the test fails if
+// KESTREL_REQUIRE_TESTDATA=1, otherwise a message says it is skipped.
+std::string testdata_file(const std::string& rel);
+std::string read_text_file(const std::string& path);
+// Path of the kestrel CLI binary (from KESTREL_CLI, set by ctest).
+std::string cli_path();
+
+}  // namespace kestrel::test

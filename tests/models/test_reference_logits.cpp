@@ -1,0 +1,120 @@
+// Every llama.cpp reference under testdata/reference whose architecture Kestrel registers:
+// (a) last-position logits within the tolerance (0.05 for F32/F16 files, 0.3 for quantized),
+// (b) top-1 at every prompt position wherever the reference's top-1/top-2 margin exceeds it,
+// (c) greedy continuation identical up to the first step whose reference margin is below it.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/testdata.h"
+#include "engine/context.h"
+#include "model/arch.h"
+
+using namespace kestrel;
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> reference_files() {
+  std::vector<std::string> out;
+  const std::string dir = test::testdata_root() + "/reference";
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") out.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+double margin(const json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
+
+void check_reference(const std::string& name) {
+  const json ref = json::parse(test::read_text_file(test::testdata_root() + "/reference/" + name));
+  const std::string model_path = test::testdata_file(ref["model_path"].get<std::string>());
+  if (model_path.empty()) return;
+  auto file = gguf::File::open(model_path);
+  REQUIRE_MESSAGE(file.ok(), file.status().to_string());
+  const std::string arch = file.value()->get_string("general.architecture").value_or("");
+  if (!find_arch(arch)) {
+    MESSAGE("skipped " << name << ": architecture '" << arch << "' is not registered yet");
+    return;
+  }
+  const std::string quant = ref["model_quant"].get<std::string>();
+  const double tol = (quant == "f32" || quant == "f16") ? 0.05 : 0.3;
+
+  ModelLoadOptions lo;
+  lo.backend = "cpu";
+  auto model = Model::from_file(std::move(file.value()), lo);
+  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+  ContextOptions co;
+  co.n_ctx = 512;
+  auto ctx = Context::create(*model.value(), co);
+  REQUIRE(ctx.ok());
+  Context& c = *ctx.value();
+
+  const std::vector<int32_t> prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
+  std::unique_ptr<bool[]> want_arr(new bool[prompt.size()]);
+  std::fill(want_arr.get(), want_arr.get() + prompt.size(), true);
+  Status st = c.decode({.tokens = prompt, .want_logits = {want_arr.get(), prompt.size()}});
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+  // (a) last-position logits.
+  const std::vector<float> last_ref = ref["last_logits"].get<std::vector<float>>();
+  auto last = c.logits(-1);
+  REQUIRE(last.ok());
+  REQUIRE(last->size() == last_ref.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < last_ref.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(last.value()[i]) - last_ref[i]));
+  CHECK_MESSAGE(max_diff <= tol, name << ": last_logits max |diff| " << max_diff << " > " << tol);
+
+  // (b) top-1 at every prompt position with a clear margin.
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const json& top = ref["prompt_top10"][i];
+    if (margin(top) <= tol) continue;
+    auto l = c.logits(static_cast<int32_t>(i));
+    REQUIRE(l.ok());
+    CHECK_MESSAGE(argmax(l.value()) == top[0][0].get<int32_t>(), name << ": prompt position " << i);
+  }
+
+  // (c) greedy continuation up to the first near-tie.
+  const std::vector<int32_t> greedy = ref["greedy_tokens"].get<std::vector<int32_t>>();
+  int compared = 0;
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    if (margin(ref["greedy_top10"][k]) < tol) break;
+    auto l = c.logits(-1);
+    REQUIRE(l.ok());
+    const int32_t t = argmax(l.value());
+    REQUIRE_MESSAGE(t == greedy[k], name << ": greedy step " << k << ": got " << t << ", want " << greedy[k]);
+    ++compared;
+    st = c.decode({.tokens = std::span<const int32_t>(&greedy[k], 1)});
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  }
+  MESSAGE(name << ": max |diff| " << max_diff << " (tol " << tol << "), greedy " << compared << "/" << greedy.size());
+}
+
+}  // namespace
+
+TEST_CASE("llama.cpp reference logits and greedy continuations") {
+  const auto files = reference_files();
+  if (files.empty()) {
+    test::testdata_file("reference/README.md");  // fails when test data is required
+    return;
+  }
+  int checked = 0;
+  for (const std::string& f : files) {
+    SUBCASE(f.c_str()) { check_reference(f); }
+    ++checked;
+  }
+  CHECK(checked > 0);
+}

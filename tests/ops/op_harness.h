@@ -1,0 +1,43 @@
+// The op harness: builds one node on random inputs, runs it on a backend under test and on the
+// reference backend, and compares. Inputs are fresh per check and outputs are poisoned (NaN)
+// before each run, so a kernel that skips work cannot pass on stale data.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "tensor/graph.h"
+
+namespace kestrel::test {
+
+// Owns tensor memory for harness graphs.
+struct Buffers {
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> blocks;
+  void* alloc(size_t n) {
+    blocks.push_back(std::make_unique<std::vector<uint8_t>>(n + 64));
+    return blocks.back()->data();
+  }
+  Tensor tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
+    Tensor t = make_tensor(type, ne0, ne1, ne2, ne3);
+    t.data = alloc(t.n_bytes());
+    return t;
+  }
+};
+
+// Random values in [-scale, scale] (never all zero).
+void fill_random(Tensor& t, std::mt19937& rng, float scale = 1.0f);
+// Random weights of any type: quantized from random floats where a quantizer exists, otherwise
+// random bits with well-formed scale fields.
+void fill_random_weights(Tensor& t, std::mt19937& rng);
+void fill_nan(Tensor& t);
+
+// Max |a - b| / (tol_abs + tol_rel * |b|) over all elements (<= 1 passes); both F32.
+double compare(const Tensor& got, const Tensor& want, double tol_abs, double tol_rel, std::string* where);
+
+// Runs the single-node graph g on backend (after poisoning dst).
+void run_graph(Backend& backend, Graph& g);
+
+}  // namespace kestrel::test

@@ -1,0 +1,129 @@
+// The kestrel CLI, run as a user would: exact greedy text, eval JSON, info, tokenize, errors.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common/testdata.h"
+#include "kestrel.h"
+
+using kestrel::test::cli_path;
+using kestrel::test::testdata_file;
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+// Runs the CLI with args (shell-quoted by the caller); stdout captured, stderr to err_file.
+Result run(const std::string& args, const std::string& err_file = "/dev/null") {
+  const std::string cmd = cli_path() + " " + args + " 2>" + err_file;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string ids_arg(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("kestrel run: stories260K greedy text equals llama.cpp's first 64 tokens") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  const std::string ref_path = testdata_file("reference/stories260K-f32.once.json");
+  if (model.empty() || ref_path.empty()) return;
+  const json ref = json::parse(kestrel::test::read_text_file(ref_path));
+  std::vector<int> first64 = ref["greedy_tokens"].get<std::vector<int>>();
+  first64.resize(64);
+  // The expected text: llama.cpp's 64 tokens through the streaming detokenizer; llama.cpp's own
+  // text of all 128 tokens (independently produced) must start with it.
+  kestrel_model* m = nullptr;
+  REQUIRE(kestrel_model_load(model.c_str(), nullptr, &m) == KESTREL_OK);
+  kestrel_detokenizer* d = nullptr;
+  REQUIRE(kestrel_detokenizer_new(m, false, &d) == KESTREL_OK);
+  std::string expected;
+  char buf[256];
+  size_t len = 0;
+  for (int t : first64) {
+    REQUIRE(kestrel_detokenizer_push(d, t, buf, sizeof buf, &len) == KESTREL_OK);
+    expected.append(buf, len);
+  }
+  REQUIRE(kestrel_detokenizer_flush(d, buf, sizeof buf, &len) == KESTREL_OK);
+  expected.append(buf, len);
+  kestrel_detokenizer_free(d);
+  kestrel_model_free(m);
+  const std::string full = ref["greedy_text"].get<std::string>();
+  CHECK(expected.size() > 150);
+  CHECK(full.rfind(expected, 0) == 0);
+  Result r = run("run -m " + model + " -p 'Once upon a time' -n 64 --temp 0 --seed 1");
+  REQUIRE(r.code == 0);
+  CHECK(r.out == expected);
+}
+
+TEST_CASE("kestrel eval prints the reference schema and matches llama.cpp") {
+  const std::string model = testdata_file("models/stories260K-q8_0.gguf");
+  const std::string ref_path = testdata_file("reference/stories260K-q8_0.short.json");
+  if (model.empty() || ref_path.empty()) return;
+  const json ref = json::parse(kestrel::test::read_text_file(ref_path));
+  Result r = run("eval -m " + model + " --tokens " + ids_arg(ref["prompt_tokens"].get<std::vector<int>>()) +
+                 " --n-predict 8 --top 10");
+  REQUIRE(r.code == 0);
+  const json got = json::parse(r.out);
+  CHECK(got["schema"] == "kestrel-llamacpp-reference/1");
+  CHECK(got["prompt_top10"].size() == ref["prompt_tokens"].size());
+  CHECK(got["prompt_top10"][0].size() == 10);
+  CHECK(got["greedy_tokens"].size() == 8);
+  const auto a = got["last_logits"].get<std::vector<float>>(), b = ref["last_logits"].get<std::vector<float>>();
+  REQUIRE(a.size() == b.size());
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+  CHECK(diff <= 0.3);
+}
+
+TEST_CASE("kestrel info and tokenize") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  Result r = run("info -m " + model);
+  REQUIRE(r.code == 0);
+  const json info = json::parse(r.out);
+  CHECK(info["architecture"] == "llama");
+  CHECK(info["hparams"]["n_layer"] == 5);
+  CHECK(info["memory"]["kv_bytes_per_token"] == 5 * 2 * 32 * 2);
+  r = run("tokenize -m " + model + " -p 'Once upon a time'");
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out).get<std::vector<int>>() == std::vector<int>{1, 403, 407, 261, 378});
+  r = run("tokenize -m " + model + " --no-add-special < /dev/null");
+  CHECK(r.code == 0);
+  CHECK(json::parse(r.out).get<std::vector<int>>().empty());
+}
+
+TEST_CASE("bad arguments, missing files and unsupported models give one clear line and a non-zero exit") {
+  const std::string err = "/tmp/kestrel_cli_err.txt";
+  CHECK(run("", err).code == 2);
+  CHECK(run("frobnicate", err).code == 2);
+  CHECK(run("run -p hi", err).code == 2);  // no -m
+  CHECK(kestrel::test::read_text_file(err).find("--model") != std::string::npos);
+  CHECK(run("run -m /nonexistent.gguf -p hi", err).code == 1);
+  CHECK(kestrel::test::read_text_file(err).find("/nonexistent.gguf") != std::string::npos);
+  CHECK(run("run -m x.gguf -n notanumber", err).code == 2);
+  const std::string vocab = testdata_file("tokenizer/ggml-vocab-bert-bge.gguf");
+  if (!vocab.empty()) {
+    CHECK(run("run -m " + vocab + " -p hi", err).code == 1);  // bert: architecture not supported
+    CHECK(kestrel::test::read_text_file(err).find("ERR_") != std::string::npos);
+  }
+  CHECK(run("eval -m x.gguf --tokens 1,a,3", err).code == 2);
+}

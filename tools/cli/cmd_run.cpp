@@ -1,0 +1,57 @@
+// kestrel run: generate a continuation of a prompt, streamed to stdout (logs go to stderr).
+#include <chrono>
+#include <cstdio>
+
+#include "common.h"
+
+namespace kestrel::cli {
+namespace {
+
+bool print_piece(kestrel_token, const char* piece, size_t len, void*) {
+  std::fwrite(piece, 1, len, stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  std::vector<std::string> opts = kModelOptions;
+  opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
+                           "--repeat-penalty", "-c,--ctx-size"});
+  Args a(argc, argv, opts, {"--no-add-special", "--parse-special"});
+  // Every option is parsed before the (slow) load, so a typo fails at once.
+  kestrel_context_options co;
+  kestrel_context_options_init(&co);
+  co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
+  kestrel_sampler_options so;
+  kestrel_sampler_options_init(&so);
+  so.temperature = static_cast<float>(a.number("--temp", so.temperature));
+  so.top_k = static_cast<int32_t>(a.integer("--top-k", so.top_k));
+  so.top_p = static_cast<float>(a.number("--top-p", so.top_p));
+  so.min_p = static_cast<float>(a.number("--min-p", so.min_p));
+  so.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", so.repeat_penalty));
+  so.seed = a.has("--seed") ? static_cast<uint64_t>(a.integer("--seed", 0))
+                            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+
+  kestrel_generate_options go;
+  kestrel_generate_options_init(&go);
+  go.max_tokens = static_cast<int32_t>(a.integer("--n-predict", 128));
+  go.add_special = !a.has("--no-add-special");
+  go.parse_special = a.has("--parse-special");
+  go.sampling = &so;
+  go.on_token = print_piece;
+  a.required("--model");
+  const std::string prompt = a.has("--prompt") ? a.str("--prompt") : read_all_stdin();
+  ModelPtr model = load_model_from_args(a);
+  ContextPtr ctx = new_context(model.get(), &co);
+  int32_t n = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  check(kestrel_generate(ctx.get(), prompt.c_str(), &go, &n));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "\n[%d tokens in %.2f s, %.1f tokens/s, seed %llu]\n", n, s, n / (s > 0 ? s : 1),
+               static_cast<unsigned long long>(so.seed));
+  return 0;
+}
+
+}  // namespace kestrel::cli
