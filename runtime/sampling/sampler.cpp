@@ -182,12 +182,12 @@ void Sampler::apply_top_k() {
   cand_.resize(static_cast<size_t>(k));
 }
 
+namespace {
 // Top-p narrows the nucleus before sorting with a histogram of probability mass over the
 // distance below the max logit: kTopPBuckets buckets spanning kTopPRange (exp(-48) ~ 1e-21).
 constexpr size_t kTopPBuckets = 1024;
 constexpr double kTopPRange = 48.0;
 
-namespace {
 size_t top_p_bucket(double distance) {  // monotone: a higher logit never gets a later bucket
   const double x = distance * (static_cast<double>(kTopPBuckets) / kTopPRange);
   return x < static_cast<double>(kTopPBuckets - 1) ? static_cast<size_t>(x) : kTopPBuckets - 1;

@@ -1,0 +1,108 @@
+// The graph memory planner, the KV cache's sequence operations and the thread pool.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <set>
+
+#include "backends/backend.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "tensor/graph.h"
+
+using namespace kestrel;
+
+TEST_CASE("plan reuses memory of dead intermediates and never overlaps live ones") {
+  Graph g;
+  std::vector<float> in(64, 1.0f);
+  Tensor* x = g.external(make_tensor(DType::F32, 64, 1, 1, 1, in.data()));
+  // A chain: each intermediate dies after the next node, so the arena stays ~2 tensors big.
+  Tensor* cur = x;
+  std::vector<Tensor*> chain;
+  for (int i = 0; i < 10; ++i) {
+    Tensor* y = g.intermediate(DType::F32, 64);
+    g.add(Op::SILU, y, cur);
+    chain.push_back(y);
+    cur = y;
+  }
+  g.mark_output(cur);
+  const size_t need = g.plan();
+  CHECK(need <= 3 * 256);
+  std::vector<uint8_t> arena(need + 64);
+  g.bind(arena.data());
+  // Live ranges: node i reads chain[i-1] and writes chain[i]: they must not overlap.
+  for (int i = 1; i < 10; ++i) CHECK(chain[i]->data != chain[i - 1]->data);
+  auto ref = make_ref_backend();
+  REQUIRE(ref->run(g, 0, g.nodes().size()).ok());
+  float v = 1.0f;
+  for (int i = 0; i < 10; ++i) v = v / (1.0f + std::exp(-v));
+  CHECK(cur->f32()[5] == doctest::Approx(v));
+
+  // A view keeps its owner alive: reshape of an early tensor read at the end.
+  Graph g2;
+  Tensor* a = g2.external(make_tensor(DType::F32, 64, 1, 1, 1, in.data()));
+  Tensor* b = g2.intermediate(DType::F32, 64);
+  g2.add(Op::SILU, b, a);
+  Tensor* bv = g2.reshape(b, 8, 8);
+  Tensor* c = g2.intermediate(DType::F32, 64);
+  g2.add(Op::SILU, c, a);
+  Tensor* d = g2.intermediate(DType::F32, 8, 8);
+  g2.add(Op::ADD, d, bv, g2.reshape(c, 8, 8));
+  g2.plan();
+  std::vector<uint8_t> arena2(4096);
+  g2.bind(arena2.data());
+  std::set<void*> ptrs = {b->data, c->data, d->data};
+  CHECK(ptrs.size() == 3);
+  CHECK(bv->data == b->data);
+}
+
+TEST_CASE("KV cache: claim, visibility, sequence operations, context full") {
+  auto cpu = make_cpu_backend(1);
+  KvCache::Options o;
+  o.n_cells = 8;
+  o.n_seq_max = 3;
+  o.k_rows = {4};
+  o.v_rows = {4};
+  auto kv = KvCache::create(o, *cpu);
+  REQUIRE(kv.ok());
+  KvCache& c = *kv.value();
+  std::vector<int32_t> slots;
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1}, seq = {0, 0, 0, 1, 1};
+  REQUIRE(c.claim(pos, seq, &slots).ok());
+  CHECK(c.n_used() == 5);
+  CHECK(c.seq_pos_max(0) == 2);
+  CHECK(c.seq_pos_max(1) == 1);
+  AttentionBatch b = c.attention_batch(pos, seq);
+  CHECK(b.visible(1, slots[0], 0));    // seq 0 pos 1 sees pos 0
+  CHECK(!b.visible(1, slots[2], 0));   // not the future
+  CHECK(!b.visible(1, slots[3], 0));   // not another sequence
+  CHECK(!b.visible(2, slots[0], 2));   // window 2: pos 2 does not see pos 0
+  c.seq_copy(0, 2, 0, 2);              // seq 2 shares cells of pos 0, 1
+  CHECK(c.seq_pos_max(2) == 1);
+  c.seq_remove(0, 0, -1);
+  CHECK(c.n_used() == 4);              // pos 0,1 still held by seq 2
+  CHECK(c.seq_pos_max(0) == -1);
+  const std::vector<int32_t> big(5, 3), bigs(5, 0);
+  CHECK(c.claim(big, bigs, &slots).code() == KESTREL_ERR_CONTEXT_FULL);
+  CHECK(c.n_used() == 4);              // nothing claimed on failure
+  const std::vector<int32_t> badseq = {3};
+  CHECK(c.claim(std::vector<int32_t>{0}, badseq, &slots).code() == KESTREL_ERR_OUT_OF_RANGE);
+  c.seq_keep(1);
+  CHECK(c.n_used() == 2);
+  c.clear();
+  CHECK(c.n_used() == 0);
+}
+
+TEST_CASE("thread pool runs every index once per call, many calls in a row") {
+  for (int n : {1, 2, 3, 4}) {
+    ThreadPool pool(n);
+    std::atomic<int> sum{0}, wrong_nth{0};
+    for (int rep = 0; rep < 2000; ++rep)
+      pool.run([&](int ith, int nth) {
+        if (nth != n) ++wrong_nth;
+        sum += ith + 1;
+      });
+    CHECK(wrong_nth.load() == 0);
+    CHECK(sum.load() == 2000 * n * (n + 1) / 2);
+  }
+}
