@@ -1,8 +1,5 @@
 // The CPU backend: a thread pool, row-parallel ops, SIMD matmul (dispatched once per CPU).
-#include <cstdlib>
-#include <cstring>
-
-#include "backends/backend.h"
+#include "backends/host_backend.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
@@ -11,18 +8,13 @@
 namespace kestrel {
 namespace {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostBackend {
  public:
   explicit CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : default_thread_count()) {
     info_.name = "cpu";
     info_.device = std::to_string(pool_.size()) + " threads" + (cpu::has_avx2_fma() ? ", AVX2+FMA" : ", portable");
   }
   const BackendInfo& info() const override { return info_; }
-  void* alloc(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
-  void release(void* p) override { std::free(p); }
-  void write(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void read(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  bool supports(const Node&) const override { return true; }
   Status run(Graph& g, size_t begin, size_t end) override {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
@@ -42,11 +34,6 @@ class CpuBackend final : public Backend {
       });
     }
     return Status::Ok();
-  }
-  std::vector<std::string> kernels() const override {
-    std::vector<std::string> k;
-    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
-    return k;
   }
 
  private:

@@ -11,6 +11,7 @@
 #pragma once
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace kestrel {
 
@@ -166,6 +167,14 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
     *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
+}
+
+// Block i of a row, copied out with memcpy so callers need not align src.
+template <class B>
+B load_block(const void* src, int64_t i) {
+  B b;
+  std::memcpy(&b, static_cast<const uint8_t*>(src) + i * static_cast<int64_t>(sizeof(B)), sizeof(B));
+  return b;
 }
 
 }  // namespace kestrel

@@ -17,13 +17,6 @@
 namespace kestrel::ref {
 namespace {
 
-template <class B>
-B load_block(const void* src, int64_t i) {
-  B b;
-  std::memcpy(&b, static_cast<const uint8_t*>(src) + i * static_cast<int64_t>(sizeof(B)), sizeof(B));
-  return b;
-}
-
 // GGML's nearest_int: round half to even through the 1.5 * 2^23 trick, with the input clamped
 // to the range where the trick is exact (|v| <= 2^22 - 1).
 int nearest_int(float v) {
