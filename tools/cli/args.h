@@ -33,6 +33,8 @@ int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_template(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 // Shared helpers.
 std::string read_all_stdin();

@@ -14,7 +14,10 @@ const char* kUsage =
     "  run       -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [-t THREADS]\n"
     "  eval      -m MODEL --tokens ID,ID,... [--n-predict N] [--top K]   (JSON, reference schema)\n"
     "  info      -m MODEL                                                 (JSON)\n"
-    "  tokenize  -m MODEL [-p TEXT | stdin] [--no-add-special] [--parse-special]\n";
+    "  tokenize  -m MODEL [-p TEXT | stdin] [--no-add-special] [--parse-special] [--show-pieces]\n"
+    "  template  (-m MODEL | --template FILE) --messages FILE.json [--tools FILE.json]\n"
+    "            [--add-generation-prompt] [--bos TEXT --eos TEXT]\n"
+    "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n";
 
 struct Command {
   const char* name;
@@ -25,6 +28,8 @@ const Command kCommands[] = {
     {"eval", kestrel::cli::cmd_eval},
     {"info", kestrel::cli::cmd_info},
     {"tokenize", kestrel::cli::cmd_tokenize},
+    {"template", kestrel::cli::cmd_template},
+    {"chat", kestrel::cli::cmd_chat},
 };
 
 }  // namespace
