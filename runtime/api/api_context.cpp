@@ -45,6 +45,10 @@ void kestrel_context_free(kestrel_context* ctx) { delete ctx; }
 
 uint32_t kestrel_context_n_ctx(const kestrel_context* ctx) { return ctx ? static_cast<uint32_t>(ctx->ctx->n_ctx()) : 0; }
 
+const char* kestrel_context_backend(const kestrel_context* ctx) {
+  return ctx ? ctx->ctx->backend().info().name.c_str() : "";
+}
+
 kestrel_status kestrel_decode(kestrel_context* ctx, const kestrel_batch* b) {
   return guard("kestrel_decode", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(ctx && b, "kestrel_decode", "ctx and batch must not be NULL");

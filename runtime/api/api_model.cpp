@@ -89,6 +89,17 @@ kestrel_status kestrel_detokenize(const kestrel_model* model, const kestrel_toke
   });
 }
 
+kestrel_status kestrel_token_to_piece(const kestrel_model* model, kestrel_token token, bool render_special, char* buf,
+                                      size_t cap, size_t* len) {
+  return guard("kestrel_token_to_piece", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && len, "kestrel_token_to_piece", "model and len must not be NULL");
+    const kestrel::Tokenizer& tok = model->model->tokenizer();
+    kestrel::Status st = tok.check_ids(std::span<const int32_t>(&token, 1));
+    if (!st.ok()) return fail(st);
+    return kestrel::api::copy_out(tok.token_to_piece(token, render_special), buf, cap, len);
+  });
+}
+
 kestrel_status kestrel_detokenizer_new(const kestrel_model* model, bool render_special, kestrel_detokenizer** out) {
   return guard("kestrel_detokenizer_new", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(model && out, "kestrel_detokenizer_new", "model and out must not be NULL");

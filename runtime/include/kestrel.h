@@ -128,6 +128,10 @@ KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const ch
 KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
                                               size_t n_tokens, bool render_special, char *buf,
                                               size_t cap, size_t *len);
+/* The bytes of one token as the vocabulary stores them (byte tokens give their byte, "▁" a space;
+ * control tokens give "" unless render_special). */
+KESTREL_API kestrel_status kestrel_token_to_piece(const kestrel_model *model, kestrel_token token,
+                                                  bool render_special, char *buf, size_t cap, size_t *len);
 /* Streaming: push tokens one at a time, receive only complete UTF-8 sequences. */
 KESTREL_API kestrel_status kestrel_detokenizer_new(const kestrel_model *model, bool render_special,
                                                    kestrel_detokenizer **out);
@@ -155,6 +159,8 @@ KESTREL_API kestrel_status kestrel_context_new(const kestrel_model *model,
                                                kestrel_context **out_ctx);
 KESTREL_API void kestrel_context_free(kestrel_context *ctx);
 KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
+/* The backend the context runs on ("cpu", "cuda", "ref"); valid while ctx lives. */
+KESTREL_API const char *kestrel_context_backend(const kestrel_context *ctx);
 
 /* A batch of tokens, possibly of several sequences. Arrays are owned by the caller. */
 typedef struct kestrel_batch {

@@ -73,6 +73,15 @@ inline std::string detokenize(const kestrel_model* m, const std::vector<kestrel_
   return out;
 }
 
+inline std::string token_to_piece(const kestrel_model* m, kestrel_token id, bool render_special) {
+  size_t len = 0;
+  check(kestrel_token_to_piece(m, id, render_special, nullptr, 0, &len));
+  std::string out(len + 1, '\0');
+  check(kestrel_token_to_piece(m, id, render_special, out.data(), out.size(), &len));
+  out.resize(len);
+  return out;
+}
+
 inline std::string describe(const kestrel_model* m) {
   size_t len = 0;
   check(kestrel_model_describe(m, nullptr, 0, &len));

@@ -158,6 +158,18 @@ TEST_CASE("tokenize, detokenize and buffers") {
   CHECK(kestrel_detokenize(l.model, bad, 1, false, buf, sizeof buf, &len) == KESTREL_ERR_OUT_OF_RANGE);
   CHECK(kestrel_model_describe(l.model, nullptr, 0, &len) == KESTREL_OK);
   CHECK(len > 100);
+  // Pieces: the SentencePiece "▁" is a space; control tokens only when rendered.
+  std::string joined;
+  for (int i = 1; i < 5; ++i) {
+    REQUIRE(kestrel_token_to_piece(l.model, ids[i], false, buf, sizeof buf, &len) == KESTREL_OK);
+    joined.append(buf, len);
+  }
+  CHECK(joined == " Once upon a time");
+  REQUIRE(kestrel_token_to_piece(l.model, 1, false, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(len == 0);
+  REQUIRE(kestrel_token_to_piece(l.model, 1, true, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(std::string(buf, len) == "<s>");
+  CHECK(kestrel_token_to_piece(l.model, 9999, true, buf, sizeof buf, &len) == KESTREL_ERR_OUT_OF_RANGE);
 }
 
 TEST_CASE("sampler options are validated; a seed reproduces a run") {

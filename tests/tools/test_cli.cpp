@@ -106,6 +106,15 @@ TEST_CASE("kestrel info and tokenize") {
   r = run("tokenize -m " + model + " -p 'Once upon a time'");
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out).get<std::vector<int>>() == std::vector<int>{1, 403, 407, 261, 378});
+  r = run("tokenize -m " + model + " -p 'Once upon a time' --show-pieces");
+  REQUIRE(r.code == 0);
+  const json pieces = json::parse(r.out);
+  REQUIRE(pieces.size() == 5);
+  CHECK(pieces[0]["id"] == 1);
+  CHECK(pieces[0]["piece"] == "<s>");
+  std::string joined;
+  for (size_t i = 1; i < pieces.size(); ++i) joined += pieces[i]["piece"].get<std::string>();
+  CHECK(joined == " Once upon a time");
   r = run("tokenize -m " + model + " --no-add-special < /dev/null");
   CHECK(r.code == 0);
   CHECK(json::parse(r.out).get<std::vector<int>>().empty());
