@@ -35,6 +35,9 @@ int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 // Shared helpers.
 std::string read_all_stdin();

@@ -17,7 +17,10 @@ const char* kUsage =
     "  tokenize  -m MODEL [-p TEXT | stdin] [--no-add-special] [--parse-special] [--show-pieces]\n"
     "  template  (-m MODEL | --template FILE) --messages FILE.json [--tools FILE.json]\n"
     "            [--add-generation-prompt] [--bos TEXT --eos TEXT]\n"
-    "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n";
+    "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n"
+    "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
+    "  quantize  IN.gguf OUT.gguf TYPE [-t THREADS]\n"
+    "  synth     --arch ARCH (--preset NAME | --set KEY=VALUE ...) --type TYPE -o OUT.gguf [--seed S]\n";
 
 struct Command {
   const char* name;
@@ -30,6 +33,9 @@ const Command kCommands[] = {
     {"tokenize", kestrel::cli::cmd_tokenize},
     {"template", kestrel::cli::cmd_template},
     {"chat", kestrel::cli::cmd_chat},
+    {"bench", kestrel::cli::cmd_bench},
+    {"quantize", kestrel::cli::cmd_quantize},
+    {"synth", kestrel::cli::cmd_synth},
 };
 
 }  // namespace
