@@ -1,18 +1,62 @@
-// MATMUL on the CPU: activations are rounded to the weight type's vec_dot type once per call,
-// then each thread dequantizes its weight rows one at a time (never the whole matrix) and takes
-// SIMD dot products with every activation column.
+// MATMUL on the CPU. Quantized weights take the integer path of qgemm.h when the CPU has AVX2:
+// activations are quantized once per call, then each thread unpacks a chunk of its weight rows
+// (read from memory once) and takes integer dot products with every activation column while the
+// chunk is in cache. Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an
+// L1-resident buffer and take FP32 dot products.
 #include "backends/cpu/kernels/kernels.h"
 
 #include <vector>
 
+#include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
 
 namespace kestrel::cpu {
+namespace {
+
+constexpr int64_t kRowChunk = 16;  // rows unpacked together: 16 x K bytes stays in L2
+
+[[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
+  const Tensor *w = n.src[0], *x = n.src[1];
+  const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+  const DType vdt = dtype_info(w->type).vec_dot_type;
+  static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
+  xa.K = K;
+  xa.q.resize(static_cast<size_t>(K * M));
+  xa.dx.resize(static_cast<size_t>(K / 32 * M));
+  xa.xs.resize(static_cast<size_t>(K / 16 * M));
+  QuantizedActs& acts = xa;
+  const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
+  pool.run([&](int ith, int nth) {
+    int64_t c0, c1;
+    ThreadPool::split(M, ith, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
+  });
+  const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
+  pool.run([&](int ith, int nth) {
+    thread_local UnpackedRows wu;
+    wu.resize(kRowChunk, K);
+    int64_t r0, r1;
+    ThreadPool::split(N, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r += kRowChunk) {
+      const int64_t nr = std::min(kRowChunk, r1 - r);
+      qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
+      qgemm_dot(wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
+    }
+  });
+}
+
+}  // namespace
 
 void matmul(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+#if defined(__x86_64__)
+  if (has_avx2_fma() && qgemm_supports(w->type, K)) {
+    matmul_quantized(n, pool);
+    return;
+  }
+#endif
   const DTypeInfo& ti = dtype_info(w->type);
   static thread_local std::vector<float> xr;  // owned by the calling thread, read by all
   xr.resize(static_cast<size_t>(K * M));
