@@ -1,7 +1,7 @@
-// Reads the vocabulary from GGUF metadata and implements the shared parts of Tokenizer:
-// special-token partitioning, BOS/EOS handling, detokenization.
+// Reads the vocabulary from GGUF metadata and picks the tokenizer for tokenizer.ggml.model.
 #include <algorithm>
 
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
@@ -26,108 +26,138 @@ Status read_id(const gguf::File& f, const char* key, int32_t n, int32_t* out) {
   return Status::Ok();
 }
 
-Expected<Vocab> read_vocab(const gguf::File& f, bool spm) {
+Status read_bool(const gguf::File& f, const char* key, bool* out) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return Status::Ok();
+  auto b = f.get_bool(key);
+  if (!b) return bad(f, key, std::string("is a ") + gguf::value_type_name(v->type) + ", not a bool");
+  *out = *b;
+  return Status::Ok();
+}
+
+// Texts that end a turn (llama.cpp's list); only control/user-defined tokens qualify.
+constexpr const char* kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+};
+
+void find_eog(Vocab& v) {
+  auto add = [&](int32_t id) {
+    if (id >= 0 && std::find(v.eog.begin(), v.eog.end(), id) == v.eog.end()) v.eog.push_back(id);
+  };
+  add(v.eos);
+  add(v.eot);
+  add(v.eom);
+  for (const char* t : kEogTexts) {
+    const int32_t id = v.find(t);
+    if (id >= 0 && (v.type[id] == TokenType::CONTROL || v.type[id] == TokenType::USER_DEFINED)) add(id);
+  }
+  // Harmony (gpt-oss): <|end|> closes a message inside a turn; <|return|> and <|call|> end it.
+  const int32_t end = v.find("<|end|>");
+  if (end >= 0 && end != v.eos && v.find("<|return|>") >= 0 && v.find("<|call|>") >= 0)
+    v.eog.erase(std::remove(v.eog.begin(), v.eog.end(), end), v.eog.end());
+  std::sort(v.eog.begin(), v.eog.end());
+}
+
+}  // namespace
+
+Expected<Vocab> read_vocab(const gguf::File& f, const VocabDefaults& d) {
   Vocab v;
+  v.model = f.get_string("tokenizer.ggml.model").value_or("");
+  v.pre = f.get_string("tokenizer.ggml.pre").value_or("");
   const auto* tokens = f.get_array("tokenizer.ggml.tokens");
   if (!tokens) return bad(f, "tokenizer.ggml.tokens", "is missing or not an array");
   const size_t n = tokens->size();
   if (n == 0 || n > (1u << 24)) return bad(f, "tokenizer.ggml.tokens", "has " + std::to_string(n) + " entries");
   const auto* scores = f.get_array("tokenizer.ggml.scores");
   const auto* types = f.get_array("tokenizer.ggml.token_type");
+  const auto* flags = f.get_array("tokenizer.kestrel.added_token_flags");
   if (scores && scores->size() != n) return bad(f, "tokenizer.ggml.scores", "length differs from the token list");
   if (types && types->size() != n) return bad(f, "tokenizer.ggml.token_type", "length differs from the token list");
+  if (flags && flags->size() != n) return bad(f, "tokenizer.kestrel.added_token_flags", "length differs from the token list");
+  if (!flags && f.find("tokenizer.kestrel.added_token_flags")) return bad(f, "tokenizer.kestrel.added_token_flags", "is not an array");
   v.text.reserve(n);
+  v.to_id.reserve(n);
+  v.added_flags.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const gguf::Value& t = (*tokens)[i];
     if (t.type != gguf::ValueType::STRING) return bad(f, "tokenizer.ggml.tokens", "entry " + std::to_string(i) + " is not a string");
     v.text.push_back(t.str);
+    v.max_token_len = std::max(v.max_token_len, t.str.size());
     auto s = scores ? (*scores)[i].as_float() : std::optional<double>(0.0);
     if (!s) return bad(f, "tokenizer.ggml.scores", "entry " + std::to_string(i) + " is not a number");
     v.score.push_back(static_cast<float>(*s));
     auto ty = types ? (*types)[i].as_int() : std::optional<int64_t>(1);
     if (!ty) return bad(f, "tokenizer.ggml.token_type", "entry " + std::to_string(i) + " is not an integer");
     v.type.push_back(*ty >= 1 && *ty <= 6 ? static_cast<TokenType>(*ty) : TokenType::NORMAL);
-    v.to_id.emplace(t.str, static_cast<int32_t>(i));  // the first of duplicate texts wins
+    if (flags) {
+      auto fl = (*flags)[i].as_int();
+      if (!fl || *fl < 0 || *fl > 15)
+        return bad(f, "tokenizer.kestrel.added_token_flags", "entry " + std::to_string(i) + " is not a flag set in [0, 15]");
+      v.added_flags[i] = static_cast<uint8_t>(*fl);
+    }
+    if (!t.str.empty()) v.to_id.emplace(t.str, static_cast<int32_t>(i));  // the first of duplicate texts wins
   }
   const int32_t ni = static_cast<int32_t>(n);
-  if (spm) {  // SentencePiece defaults (llama.cpp's)
-    v.bos = ni > 1 ? 1 : -1;
-    v.eos = ni > 2 ? 2 : -1;
-    v.unk = 0;
-    v.add_bos = true;
-  }
+  auto in_range = [&](int32_t id) { return id >= 0 && id < ni ? id : -1; };
+  v.bos = in_range(d.bos);
+  v.eos = in_range(d.eos);
+  v.unk = in_range(d.unk);
+  v.sep = in_range(d.sep);
+  v.add_bos = d.add_bos;
+  v.add_sep = d.add_sep;
+  v.add_space_prefix = d.add_space_prefix;
   KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.bos_token_id", ni, &v.bos));
+  if (!f.find("tokenizer.ggml.bos_token_id")) KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.cls_token_id", ni, &v.bos));
   KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eos_token_id", ni, &v.eos));
   KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.unknown_token_id", ni, &v.unk));
   KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eot_token_id", ni, &v.eot));
   KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eom_token_id", ni, &v.eom));
-  v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(v.add_bos);
-  v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(v.add_eos);
-  v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
-  for (int32_t i = 0; i < ni; ++i) {
-    const TokenType t = v.type[i];
-    if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !v.text[i].empty())
-      v.specials.push_back(i);
+  KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.seperator_token_id", ni, &v.sep));  // llama.cpp's spelling
+  KS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.padding_token_id", ni, &v.pad));
+  KS_RETURN_IF_ERROR(read_bool(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
+  KS_RETURN_IF_ERROR(read_bool(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
+  KS_RETURN_IF_ERROR(read_bool(f, "tokenizer.ggml.add_sep_token", &v.add_sep));
+  KS_RETURN_IF_ERROR(read_bool(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
+  if (const gguf::Value* nv = f.find("tokenizer.kestrel.normalizer")) {
+    if (nv->type != gguf::ValueType::STRING) return bad(f, "tokenizer.kestrel.normalizer", "is not a string");
+    if (nv->str == "nfc" || nv->str == "NFC") v.normalizer = Normalizer::NFC;
+    else if (!nv->str.empty() && nv->str != "none")
+      return Error(KESTREL_ERR_UNSUPPORTED, f.path() + ": tokenizer.kestrel.normalizer '" + nv->str +
+                                                "' is not supported (supported: \"\", \"nfc\")");
   }
-  std::stable_sort(v.specials.begin(), v.specials.end(),
-                   [&](int32_t a, int32_t b) { return v.text[a].size() > v.text[b].size(); });
+  find_eog(v);
   return v;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   const auto model = f.get_string("tokenizer.ggml.model");
   if (!model) return bad(f, "tokenizer.ggml.model", "is missing");
-  if (*model == "llama") {
-    auto v = read_vocab(f, true);
+  VocabDefaults d;
+  if (*model == "llama" || *model == "gemma4") {  // SentencePiece defaults (llama.cpp's)
+    d.bos = 1, d.eos = 2, d.unk = 0, d.add_bos = true, d.add_space_prefix = *model == "llama";
+    auto v = read_vocab(f, d);
     if (!v.ok()) return v.status();
+    if (*model == "gemma4" || f.find("tokenizer.ggml.merges")) return make_spm_bpe_tokenizer(std::move(v.value()), f);
     return make_spm_tokenizer(std::move(v.value()));
   }
-  return Error(KESTREL_ERR_UNSUPPORTED, f.path() + ": tokenizer.ggml.model '" + *model + "' is not supported yet");
-}
-
-Expected<std::vector<int32_t>> Tokenizer::tokenize(std::string_view text, bool add_special, bool parse_special) const {
-  // Split the text on special tokens (longest first): fragments are (text) or (token id).
-  struct Fragment {
-    std::string_view text;
-    int32_t id;  // -1 for text
-  };
-  std::vector<Fragment> frags;
-  if (!text.empty()) frags.push_back({text, -1});  // empty text: no dummy-prefix token either
-  for (int32_t sid : vocab_.specials) {
-    if (!parse_special && vocab_.type[sid] != TokenType::USER_DEFINED) continue;
-    const std::string& st = vocab_.text[sid];
-    std::vector<Fragment> next;
-    for (const Fragment& fr : frags) {
-      if (fr.id >= 0) {
-        next.push_back(fr);
-        continue;
-      }
-      std::string_view rest = fr.text;
-      for (size_t p; (p = rest.find(st)) != std::string_view::npos;) {
-        if (p > 0) next.push_back({rest.substr(0, p), -1});
-        next.push_back({{}, sid});
-        rest = rest.substr(p + st.size());
-      }
-      if (!rest.empty()) next.push_back({rest, -1});
-    }
-    frags.swap(next);
+  if (*model == "gpt2") {
+    // Some pre-tokenizer names imply a BOS (llama.cpp: Llama 3, Tekken, Chameleon).
+    const PreTokenizerPreset* p = f.find("tokenizer.kestrel.pre_regex")
+                                      ? nullptr
+                                      : find_pre_tokenizer_preset(f.get_string("tokenizer.ggml.pre").value_or(""));
+    d.add_bos = p && p->add_bos;
+    auto v = read_vocab(f, d);
+    if (!v.ok()) return v.status();
+    return make_bpe_tokenizer(std::move(v.value()), f);
   }
-  std::vector<int32_t> out;
-  if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
-  bool after_special = true;
-  for (const Fragment& fr : frags) {
-    if (fr.id >= 0) {
-      out.push_back(fr.id);
-      after_special = true;
-    } else {
-      encode_fragment(fr.text, after_special, out);
-      after_special = false;
-    }
+  if (*model == "bert") {  // WordPiece defaults: [CLS] 101, [SEP] 102, [UNK] 100
+    d.bos = 101, d.unk = 100, d.sep = 102, d.add_bos = true, d.add_sep = true;
+    auto v = read_vocab(f, d);
+    if (!v.ok()) return v.status();
+    return make_wpm_tokenizer(std::move(v.value()));
   }
-  if (add_special && vocab_.add_eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
-  return out;
+  return Error(KESTREL_ERR_UNSUPPORTED, f.path() + ": tokenizer.ggml.model '" + *model + "' is not supported");
 }
 
 Status Tokenizer::check_ids(std::span<const int32_t> ids) const {
@@ -138,20 +168,14 @@ Status Tokenizer::check_ids(std::span<const int32_t> ids) const {
   return Status::Ok();
 }
 
-std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool render_special) const {
-  if (!render_special) {
-    if (!ids.empty() && vocab_.add_bos && ids.front() == vocab_.bos) ids = ids.subspan(1);
-    if (!ids.empty() && vocab_.add_eos && ids.back() == vocab_.eos) ids = ids.first(ids.size() - 1);
-  }
-  std::string out;
-  bool strip = vocab_.add_space_prefix;
-  for (int32_t id : ids) {
-    std::string piece = token_to_piece(id, render_special);
-    if (strip && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-    strip = false;
-    out += piece;
-  }
-  return out;
+bool Tokenizer::is_eog(int32_t id) const {
+  return id >= 0 && std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id);
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  if (id < 0 || id >= n_vocab()) return false;
+  const TokenType t = vocab_.type[id];
+  return t == TokenType::CONTROL || t == TokenType::UNKNOWN || t == TokenType::UNUSED;
 }
 
 }  // namespace kestrel

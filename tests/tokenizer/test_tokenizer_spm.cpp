@@ -1,85 +1,14 @@
-// SentencePiece vocabularies against llama.cpp's test vectors (add_special=false,
-// parse_special=false), round trips, streaming detokenization and vocabulary errors.
-#include <doctest/doctest.h>
-
-#include "common/testdata.h"
-#include "gguf/gguf.h"
-#include "tokenizer/tokenizer.h"
+// SentencePiece specifics: the stories260K prompt, streaming detokenization and vocabulary
+// errors. (The llama.cpp vectors of every vocabulary are in test_tokenizer_vectors.cpp.)
+#include "tokenizer_test_util.h"
 
 using namespace kestrel;
 
 namespace {
 
-std::vector<std::string> split_cases(const std::string& inp) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t p; (p = inp.find(sep, pos)) != std::string::npos; pos = p + sep.size()) out.push_back(inp.substr(pos, p - pos));
-  return out;
-}
-
-std::vector<std::vector<int32_t>> read_out(const std::string& text) {
-  std::vector<std::vector<int32_t>> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t e = text.find('\n', pos);
-    if (e == std::string::npos) e = text.size();
-    std::vector<int32_t> ids;
-    const std::string line = text.substr(pos, e - pos);
-    for (size_t i = 0; i < line.size();) {
-      while (i < line.size() && line[i] == ' ') ++i;
-      size_t j = i;
-      while (j < line.size() && line[j] != ' ') ++j;
-      if (j > i) ids.push_back(std::stoi(line.substr(i, j - i)));
-      i = j;
-    }
-    out.push_back(ids);
-    pos = e + 1;
-  }
-  return out;
-}
-
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-  auto f = gguf::File::open(path);
-  REQUIRE_MESSAGE(f.ok(), f.status().to_string());
-  auto t = Tokenizer::from_gguf(*f.value());
-  REQUIRE_MESSAGE(t.ok(), t.status().to_string());
-  return std::move(t.value());
-}
-
-void check_vectors(const std::string& vocab_rel, const std::string& vectors_rel) {
-  const std::string vocab = test::testdata_file(vocab_rel);
-  const std::string inp = test::testdata_file(vectors_rel + ".inp");
-  const std::string outp = test::testdata_file(vectors_rel + ".out");
-  if (vocab.empty() || inp.empty() || outp.empty()) return;
-  auto tok = load(vocab);
-  const auto cases = split_cases(test::read_text_file(inp));
-  const auto want = read_out(test::read_text_file(outp));
-  REQUIRE(cases.size() == 46);
-  REQUIRE(want.size() >= cases.size());
-  int roundtrip = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    auto ids = tok->tokenize(cases[i], false, false);
-    REQUIRE(ids.ok());
-    CHECK_MESSAGE(ids.value() == want[i], vocab_rel << " case " << i << ": '" << cases[i] << "'");
-    // Round trip: SentencePiece keeps every byte except the dummy-prefix space it adds itself
-    // (so texts that start with a space lose exactly that one).
-    const std::string back = tok->detokenize(ids.value(), false);
-    const std::string& text = cases[i];
-    const bool ok = back == text || (!text.empty() && text[0] == ' ' && back == text.substr(1));
-    CHECK_MESSAGE(ok, vocab_rel << " round trip of case " << i);
-    roundtrip += ok;
-  }
-  MESSAGE(vocab_rel << ": " << cases.size() << " vectors, " << roundtrip << " round trips");
-}
+std::unique_ptr<Tokenizer> load(const std::string& path) { return test::load_tokenizer(path); }
 
 }  // namespace
-
-TEST_CASE("SentencePiece vectors: stories260K (byte fallback), llama-spm, phi-3") {
-  check_vectors("models/stories260K-f32.gguf", "tokenizer/stories260K");
-  check_vectors("tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-llama-spm.gguf");
-  check_vectors("tokenizer/ggml-vocab-phi-3.gguf", "tokenizer/ggml-vocab-phi-3.gguf");
-}
 
 TEST_CASE("stories260K specials and the prompt of the references") {
   const std::string path = test::testdata_file("models/stories260K-f32.gguf");
