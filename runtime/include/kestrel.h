@@ -144,6 +144,26 @@ KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, 
 KESTREL_API kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer *detok, char *buf, size_t cap,
                                                      size_t *len);
 
+/* ---- chat templates ---------------------------------------------------------------------- */
+/* Renders messages (a JSON array of {"role", "content", ...}) into a prompt with a Jinja chat
+ * template, exactly as Hugging Face transformers' apply_chat_template(tokenize=False) does. */
+typedef struct kestrel_chat_options {
+  uint32_t struct_size;
+  const char *template_source;    /* NULL: the model's tokenizer.chat_template (or the fallback) */
+  const char *tools_json;         /* NULL or a JSON array of tools */
+  const char *extra_context_json; /* NULL or a JSON object of extra template variables */
+  const char *bos_token, *eos_token; /* NULL: the model's BOS/EOS text (undefined without a model) */
+  bool add_generation_prompt;
+} kestrel_chat_options;
+
+KESTREL_API void kestrel_chat_options_init(kestrel_chat_options *opts);
+/* model may be NULL when template_source is set. Bad JSON: KESTREL_ERR_INVALID_ARGUMENT naming
+ * it; a template syntax error: KESTREL_ERR_FORMAT; a render error (raise_exception, undefined
+ * values, ...): KESTREL_ERR_INVALID_ARGUMENT. Messages read "chat template: line L, column C: ...". */
+KESTREL_API kestrel_status kestrel_chat_format(const kestrel_model *model, const char *messages_json,
+                                               const kestrel_chat_options *opts, char *buf, size_t cap,
+                                               size_t *len);
+
 /* ---- context ----------------------------------------------------------------------------- */
 typedef struct kestrel_context_options {
   uint32_t struct_size;
@@ -161,6 +181,12 @@ KESTREL_API void kestrel_context_free(kestrel_context *ctx);
 KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
 /* The backend the context runs on ("cpu", "cuda", "ref"); valid while ctx lives. */
 KESTREL_API const char *kestrel_context_backend(const kestrel_context *ctx);
+/* Per-op profiling: while on, decode runs one op at a time and records, per op kind, calls,
+ * seconds, bytes read (weights, KV cache) and FLOPs. kestrel_context_profile writes them as a JSON
+ * array, slowest first ({"op","calls","seconds","bytes","flops"}); reset starts the totals over. */
+KESTREL_API kestrel_status kestrel_context_set_profiling(kestrel_context *ctx, bool on);
+KESTREL_API kestrel_status kestrel_context_profile(kestrel_context *ctx, bool reset, char *buf, size_t cap,
+                                                   size_t *len);
 
 /* A batch of tokens, possibly of several sequences. Arrays are owned by the caller. */
 typedef struct kestrel_batch {

@@ -1,0 +1,193 @@
+// `kestrel chat` driven through a pseudo-terminal as a person would: two turns (the second
+// reusing the KV cache), /reset, Ctrl-C during a reply, Ctrl-C at the prompt, /exit; and the same
+// over a pipe (stdin not a TTY).
+#include <doctest/doctest.h>
+
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/testdata.h"
+
+using kestrel::test::cli_path;
+using kestrel::test::testdata_file;
+
+namespace {
+
+// A child process on a pseudo-terminal; everything it prints (stdout and stderr) is collected.
+class PtyProcess {
+ public:
+  explicit PtyProcess(const std::vector<std::string>& args) {
+    pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~PtyProcess() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  void send(const std::string& s) { REQUIRE(write(fd_, s.data(), s.size()) == static_cast<ssize_t>(s.size())); }
+  // Reads until `re` matches the output after `from` (returns the match end) or the timeout.
+  bool wait_for(const std::regex& re, size_t from, double timeout_s, std::smatch* m = nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      std::smatch local;
+      std::smatch& mm = m ? *m : local;
+      const std::string tail = out.substr(std::min(from, out.size()));
+      tail_ = tail;
+      if (std::regex_search(tail_, mm, re)) return true;
+      const double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (left <= 0 || !pump(static_cast<int>(left * 1000) + 1)) return false;
+    }
+  }
+  // Waits for exit; returns the exit code (-1 on timeout or signal).
+  int wait_exit(double timeout_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        while (pump(50)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) return -1;
+      pump(50);
+    }
+  }
+  std::string out;
+
+ private:
+  bool pump(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    out.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string tail_;  // regex matches point into this
+};
+
+struct Stats {
+  int prompt, fresh, cached, generated;
+};
+const std::regex kStats(R"(\[prompt (\d+) tokens: (\d+) new, (\d+) cached \| (\d+) generated)");
+Stats parse(const std::smatch& m) { return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]), std::stoi(m[4])}; }
+
+}  // namespace
+
+TEST_CASE("kestrel chat on a terminal: cache reuse between turns, /reset, /exit") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  PtyProcess p({cli_path(), "chat", "-m", model, "--temp", "0", "-n", "24", "--stats"});
+  REQUIRE(p.wait_for(std::regex("kestrel chat: .*context 512 · backend"), 0, 30));
+  REQUIRE(p.wait_for(std::regex("> $"), 0, 30));
+
+  size_t mark = p.out.size();
+  p.send("Tell me a story about a cat.\n");
+  std::smatch m;
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  const Stats t1 = parse(m);
+  CHECK(t1.cached == 0);
+  CHECK(t1.fresh == t1.prompt);
+  CHECK(t1.generated > 0);
+  // The reply text up to the stats line (whose speeds differ from run to run).
+  const std::string reply1 = p.out.substr(mark, p.out.find("[prompt ", mark) - mark);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+
+  // Second turn: everything of the first turn is reused; only the new turn is processed.
+  mark = p.out.size();
+  p.send("And then?\n");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  const Stats t2 = parse(m);
+  CHECK(t2.prompt > t1.prompt + t1.generated);
+  CHECK(t2.cached >= t1.prompt);
+  CHECK(t2.fresh == t2.prompt - t2.cached);
+  CHECK(t2.fresh < t2.prompt - t1.prompt);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+
+  // /reset: the same first message again processes everything and, greedy, says the same.
+  mark = p.out.size();
+  p.send("/reset\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[conversation reset\][\s\S]*> $)"), mark, 30));
+  mark = p.out.size();
+  p.send("Tell me a story about a cat.\n");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  const Stats t3 = parse(m);
+  CHECK(t3.cached == 0);
+  CHECK(t3.prompt == t1.prompt);
+  CHECK(t3.generated == t1.generated);
+  CHECK(p.out.substr(mark, reply1.size()) == reply1);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+
+  p.send("/exit\n");
+  CHECK(p.wait_exit(30) == 0);
+}
+
+TEST_CASE("kestrel chat: Ctrl-C stops the reply and returns to the prompt; Ctrl-C at the prompt exits") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  // A long reply: greedy stories260K does not stop on its own within this context.
+  PtyProcess p({cli_path(), "chat", "-m", model, "--temp", "0", "-c", "16384", "-n", "12000", "--stats"});
+  REQUIRE(p.wait_for(std::regex("> $"), 0, 30));
+  size_t mark = p.out.size();
+  p.send("Once upon a time\n");
+  // Wait until the reply is streaming, then interrupt it.
+  REQUIRE(p.wait_for(std::regex("Once upon a time\\s*\\r?\\n[\\s\\S]{40,}"), mark, 60));
+  p.send("\x03");
+  std::smatch m;
+  REQUIRE(p.wait_for(std::regex(R"(\[stopped\])"), mark, 60));
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  CHECK(parse(m).generated < 12000);
+  CHECK(p.out.find("interrupted", mark) != std::string::npos);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+  // The session goes on after the interruption.
+  mark = p.out.size();
+  p.send("/help\n");
+  REQUIRE(p.wait_for(std::regex(R"(/reset[\s\S]*> $)"), mark, 30));
+  p.send("\x03");
+  CHECK(p.wait_exit(30) == 130);
+}
+
+TEST_CASE("kestrel chat reads lines from a pipe") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  const std::string cmd = "printf 'Hello there\\nWhat next?\\n/exit\\n' | " + cli_path() + " chat -m " + model +
+                          " --temp 0 -n 8 --stats 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::vector<Stats> turns;
+  for (std::sregex_iterator it(out.begin(), out.end(), kStats), end; it != end; ++it) turns.push_back(parse(*it));
+  REQUIRE(turns.size() == 2);
+  CHECK(turns[1].cached >= turns[0].prompt);
+  CHECK(out.find("> ") == std::string::npos);  // no prompt when stdin is not a terminal
+}

@@ -1,0 +1,55 @@
+// One multi-turn conversation over a context: renders the whole conversation with the chat
+// template each turn, keeps the KV cache of what was already processed and decodes only the
+// tokens after the longest common prefix (normally just the new turn).
+#pragma once
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kestrel.hpp"
+
+namespace kestrel::cli {
+
+struct ChatTurnStats {
+  int32_t prompt_tokens = 0;  // the rendered conversation, in tokens
+  int32_t cached_tokens = 0;  // of those, already in the KV cache
+  int32_t new_tokens = 0;     // processed this turn (prompt_tokens - cached_tokens)
+  int32_t generated = 0;      // reply tokens
+  double prompt_s = 0, gen_s = 0;
+  bool interrupted = false;   // stopped by the caller (Ctrl-C)
+  bool truncated = false;     // stopped by the token limit or a full context
+  int32_t dropped_messages = 0;  // oldest turns left out so the conversation fits the context
+};
+
+class ChatSession {
+ public:
+  // template_source empty: the model's own template (or the documented fallback).
+  ChatSession(kestrel_model* model, kestrel_context* ctx, const kestrel_sampler_options& sampling,
+              std::string template_source, int32_t max_reply_tokens);
+  void set_system(std::string text);
+  // Adds the user's message, streams the reply through on_text and records it. `stop` is polled
+  // between tokens. Throws kestrel::Error on failures (the conversation is left as before).
+  ChatTurnStats reply(const std::string& user, const std::function<void(std::string_view)>& on_text,
+                      const std::atomic<bool>& stop);
+  // Forgets the conversation (the system message stays) and clears the cache.
+  void reset();
+
+ private:
+  std::string render() const;
+  std::vector<kestrel_token> tokenize_prompt(const std::string& text) const;
+  int32_t sync_cache(const std::vector<kestrel_token>& prompt);  // returns tokens reused
+
+  kestrel_model* model_;
+  kestrel_context* ctx_;
+  SamplerPtr sampler_;
+  std::string template_source_;
+  int32_t max_reply_tokens_;
+  std::string system_;
+  nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
+  std::vector<kestrel_token> cached_;  // exactly what the KV cache holds, positions 0..n-1
+};
+
+}  // namespace kestrel::cli
