@@ -36,6 +36,13 @@ void quantize_q5_1(const float* src, void* dst, int64_t n);
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
+// K-quant weight quantizers: GGML's quantize_row_q{2..6}_K_ref, i.e. what llama-quantize writes
+// when no importance matrix is given (quants_k_quantize.cpp).
+void quantize_q2_k(const float* src, void* dst, int64_t n);
+void quantize_q3_k(const float* src, void* dst, int64_t n);
+void quantize_q4_k(const float* src, void* dst, int64_t n);
+void quantize_q5_k(const float* src, void* dst, int64_t n);
+void quantize_q6_k(const float* src, void* dst, int64_t n);
 void quantize_iq4_nl(const float* src, void* dst, int64_t n);
 void quantize_mxfp4(const float* src, void* dst, int64_t n);
 

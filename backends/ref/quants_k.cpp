@@ -1,6 +1,5 @@
-// Reference dequantization of the K-quants (256-value super-blocks; layouts in quant_blocks.h)
-// and the Q8_K activation quantizer. K-quant weight quantizers are not provided (the type table
-// has from_float = nullptr for them).
+// Reference dequantization of the K-quants (256-value super-blocks; layouts in quant_blocks.h).
+// The quantizers (and Q8_K's) are in quants_k_quantize.cpp.
 #include <cmath>
 #include <cstring>
 
@@ -15,20 +14,6 @@
 #endif
 
 namespace kestrel::ref {
-namespace {
-
-// GGML's nearest_int: round half to even through the 1.5 * 2^23 trick, with the input clamped
-// to the range where the trick is exact (|v| <= 2^22 - 1).
-int nearest_int(float v) {
-  if (!(v == v)) return 0;
-  v = v > 4194303.0f ? 4194303.0f : (v < -4194303.0f ? -4194303.0f : v);
-  const float t = v + 12582912.0f;
-  int32_t i;
-  std::memcpy(&i, &t, 4);
-  return (i & 0x007fffff) - 0x00400000;
-}
-
-}  // namespace
 
 void dequantize_q2_k(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
@@ -129,39 +114,6 @@ void dequantize_q8_k(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
     const auto b = load_block<block_q8_K>(src, i);
     for (int j = 0; j < QK_K; ++j) dst[j] = b.d * b.qs[j];
-  }
-}
-
-// GGML's quantize_row_q8_K_ref: scale from the signed value of largest magnitude, iscale =
-// -127 / max, q = min(127, nearest_int(iscale * x)) (round half to even), d = 1 / iscale (a
-// float, not fp16), bsums = sums of 16.
-void quantize_q8_k(const float* src, void* dst, int64_t n) {
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    const float* x = src + i * QK_K;
-    block_q8_K b;
-    std::memset(&b, 0, sizeof b);
-    float max = 0, amax = 0;
-    for (int j = 0; j < QK_K; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
-    if (amax != 0.0f) {
-      const float iscale = -127.f / max;
-      for (int j = 0; j < QK_K; ++j) {
-        const int v = nearest_int(iscale * x[j]);
-        b.qs[j] = static_cast<int8_t>(v > 127 ? 127 : (v < -128 ? -128 : v));
-      }
-      for (int j = 0; j < QK_K / 16; ++j) {
-        int sum = 0;
-        for (int l = 0; l < 16; ++l) sum += b.qs[16 * j + l];
-        b.bsums[j] = static_cast<int16_t>(sum);
-      }
-      b.d = 1 / iscale;
-    }
-    std::memcpy(static_cast<uint8_t*>(dst) + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
   }
 }
 
