@@ -1,5 +1,8 @@
 // Llama family: Llama 2/3 (incl. Llama-3 rope_freqs factors), Mistral, TinyStories/llama2.c
-// conversions. Pre-norm blocks: RMSNorm -> attention (GQA, "normal" rope) -> RMSNorm -> SwiGLU.
+// conversions, and Mixtral (the same architecture with experts: expert_count > 0 swaps the FFN
+// for a routed one). Pre-norm blocks: RMSNorm -> attention (GQA, "normal" rope) -> RMSNorm ->
+// SwiGLU or experts.
+#include "model/bind.h"
 #include "model/builder.h"
 
 namespace kestrel {
@@ -7,30 +10,25 @@ namespace {
 
 Status bind(const Model& m, ModelWeights& w) {
   const HParams& h = m.hparams();
-  const int64_t E = h.n_embd, Q = int64_t{h.head_dim_k} * h.n_head;
-  KS_TRY_BIND(w.tok_embd, m.require("token_embd.weight", {E, h.n_vocab}));
-  KS_TRY_BIND(w.output_norm, m.require("output_norm.weight", {E}));
-  KS_TRY_BIND(w.output, m.optional("output.weight", {E, h.n_vocab}));
-  if (!w.output) w.output = w.tok_embd;  // tied embeddings (Llama 3.2)
+  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
   KS_TRY_BIND(w.rope_freqs, m.optional("rope_freqs.weight", {h.rope.n_rot / 2}));
   w.layers.resize(h.n_layer);
   for (int l = 0; l < h.n_layer; ++l) {
     LayerWeights& lw = w.layers[l];
-    KS_TRY_BIND(lw.attn_norm, m.require("blk.%d.attn_norm.weight", {E}, l));
-    KS_TRY_BIND(lw.wq, m.require("blk.%d.attn_q.weight", {E, Q}, l));
-    KS_TRY_BIND(lw.wk, m.require("blk.%d.attn_k.weight", {E, h.k_row()}, l));
-    KS_TRY_BIND(lw.wv, m.require("blk.%d.attn_v.weight", {E, h.v_row()}, l));
-    KS_TRY_BIND(lw.wo, m.require("blk.%d.attn_output.weight", {int64_t{h.head_dim_v} * h.n_head, E}, l));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {E}, l));
-    KS_TRY_BIND(lw.ffn_gate, m.require("blk.%d.ffn_gate.weight", {E, h.n_ff}, l));
-    KS_TRY_BIND(lw.ffn_up, m.require("blk.%d.ffn_up.weight", {E, h.n_ff}, l));
-    KS_TRY_BIND(lw.ffn_down, m.require("blk.%d.ffn_down.weight", {h.n_ff, E}, l));
+    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {}));
+    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {h.n_embd}, l));
+    if (h.n_expert > 0)  // Mixtral: experts of feed_forward_length each
+      KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp > 0 ? h.n_ff_exp : h.n_ff}));
+    else
+      KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
   }
   return Status::Ok();
 }
 
 Tensor* forward(Builder& b) {
   const HParams& h = b.hp();
+  MoeOptions moe;  // Mixtral: softmax over the experts, the chosen two renormalised
+  moe.norm_weights = true;
   Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& lw = b.w().layers[l];
@@ -40,15 +38,32 @@ Tensor* forward(Builder& b) {
       x = b.select_outputs(x);
     }
     x = b.add(x, attn);
-    x = b.add(x, b.swiglu_ffn(b.rms_norm(x, lw.ffn_norm), lw.ffn_gate, lw.ffn_up, lw.ffn_down));
+    Tensor* n = b.rms_norm(x, lw.ffn_norm);
+    x = b.add(x, lw.ffn_gate_inp ? b.moe_ffn(n, lw, moe) : b.swiglu_ffn(n, lw.ffn_gate, lw.ffn_up, lw.ffn_down));
   }
   return b.output_logits(x);  // [n_vocab, n_outputs]
+}
+
+using gguf::Value;
+const std::vector<std::pair<std::string, Value>> kTinyDense = {
+    {"context_length", Value::make_u32(256)},     {"embedding_length", Value::make_u32(64)},
+    {"block_count", Value::make_u32(2)},          {"feed_forward_length", Value::make_u32(96)},
+    {"attention.head_count", Value::make_u32(4)}, {"attention.head_count_kv", Value::make_u32(2)},
+    {"rope.freq_base", Value::make_f32(10000.0f)}, {"attention.layer_norm_rms_epsilon", Value::make_f32(1e-5f)},
+};
+
+std::vector<std::pair<std::string, Value>> tiny_mixtral() {
+  auto kv = kTinyDense;
+  kv.emplace_back("expert_count", Value::make_u32(4));
+  kv.emplace_back("expert_used_count", Value::make_u32(2));
+  return kv;
 }
 
 }  // namespace
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(llama) {
-  static const kestrel::ArchDef def{"llama", {"mistral"}, kestrel::ROPE_NORMAL, kestrel::bind, kestrel::forward};
+  static const kestrel::ArchDef def{"llama", {"mistral"}, kestrel::ROPE_NORMAL, kestrel::bind, kestrel::forward, nullptr,
+                                    {{"llama", kestrel::kTinyDense}, {"mixtral", kestrel::tiny_mixtral()}}};
   return def;
 }

@@ -1,6 +1,7 @@
 // The CPU backend: a thread pool, row-parallel ops, SIMD matmul (dispatched once per CPU).
 #include "backends/host_backend.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/moe.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
 #include "core/thread_pool.h"
@@ -20,6 +21,10 @@ class CpuBackend final : public HostBackend {
       const Node& n = g.nodes()[i];
       if (n.op == Op::MATMUL) {
         cpu::matmul(n, pool_);
+        continue;
+      }
+      if (n.op == Op::MATMUL_ID) {
+        cpu::matmul_id(n, pool_);
         continue;
       }
       const int64_t items = ref::parallel_items(n);

@@ -13,6 +13,7 @@ class RefBackend final : public HostBackend {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
       if (n.op == Op::MATMUL) ref::matmul(n);
+      else if (n.op == Op::MATMUL_ID) ref::matmul_id(n);
       else ref::run_items(n, 0, ref::parallel_items(n));
     }
     return Status::Ok();

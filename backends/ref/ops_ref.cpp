@@ -174,6 +174,11 @@ void run_items(const Node& n, int64_t i0, int64_t i1) {
     case Op::ROPE: return rope(n, i0, i1);
     case Op::KV_STORE: return kv_store(n, i0, i1);
     case Op::ATTENTION: return attention(n, i0, i1);
+    case Op::ROUTER: return router(n, i0, i1);
+    case Op::MOE_SUM: return moe_sum(n, i0, i1);
+    case Op::SWIGLU_OAI: return swiglu_oai(n, i0, i1);
+    case Op::CONCAT: return concat(n, i0, i1);
+    case Op::MATMUL_ID:
     case Op::MATMUL:
     case Op::COUNT: return;
   }

@@ -10,7 +10,7 @@ namespace kestrel::ref {
 
 // Independent work items of a node (rows, or (token, head) pairs for ATTENTION).
 int64_t parallel_items(const Node& n);
-// Runs items [i0, i1) of node n (any op except MATMUL).
+// Runs items [i0, i1) of node n (any op except MATMUL and MATMUL_ID).
 void run_items(const Node& n, int64_t i0, int64_t i1);
 // MATMUL: dst = W . X with X rounded to W's vec_dot type, double accumulation.
 void matmul(const Node& n);
@@ -18,6 +18,17 @@ void matmul(const Node& n);
 // Rounds K activations through `vec_dot_type` (quantize + dequantize; F16/BF16 rounding; F32 as
 // is): what llama.cpp's matmul sees. K must be a multiple of the type's block size.
 void round_activations(DType vec_dot_type, const float* x, float* out, int64_t K);
+
+// Mixture-of-experts and MLA ops (ops_moe_ref.cpp). Items are tokens for ROUTER and MOE_SUM,
+// rows for SWIGLU_OAI and CONCAT.
+void router(const Node& n, int64_t t0, int64_t t1);
+void moe_sum(const Node& n, int64_t t0, int64_t t1);
+void swiglu_oai(const Node& n, int64_t r0, int64_t r1);
+void concat(const Node& n, int64_t r0, int64_t r1);
+// MATMUL_ID: every (slot, token) through its expert's matrix, like matmul().
+void matmul_id(const Node& n);
+// The expert of (slot, token) of a MATMUL_ID node (the slot itself when it has no ids).
+int32_t expert_of(const Node& n, int64_t slot, int64_t t);
 
 // Per-row helpers shared with the CPU backend.
 void rope_row(const float* src, float* dst, int64_t head_dim, int32_t pos, const float* freq_factors,

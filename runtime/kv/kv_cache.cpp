@@ -25,9 +25,21 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
     out.push_back(t);
     return Status::Ok();
   };
+  if (o.v_rows.size() != o.k_rows.size())
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: K and V layouts have different layer counts");
   for (size_t l = 0; l < o.k_rows.size(); ++l) {
+    if (o.k_rows[l] <= 0 || o.v_rows[l] <= 0 || (o.v_in_k && o.v_rows[l] > o.k_rows[l]))
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: layer " + std::to_string(l) + " has K rows " +
+                                                     std::to_string(o.k_rows[l]) + ", V rows " + std::to_string(o.v_rows[l]));
     KS_RETURN_IF_ERROR(make(o.k_rows[l], c->k_));
-    KS_RETURN_IF_ERROR(make(o.v_rows[l], c->v_));
+    if (o.v_in_k) {
+      Tensor v = make_tensor(o.type, o.v_rows[l], o.n_cells, 1, 1, c->k_.back().data);
+      v.nb[1] = c->k_.back().nb[1];
+      v.nb[2] = v.nb[3] = v.nb[1] * static_cast<size_t>(o.n_cells);
+      c->v_.push_back(v);
+    } else {
+      KS_RETURN_IF_ERROR(make(o.v_rows[l], c->v_));
+    }
   }
   return c;
 }

@@ -1,5 +1,5 @@
 // The KV cache: per layer a K and a V matrix of n_cells columns ([row, n_cells], F16 like
-// llama.cpp), and per cell the position and the set of sequences that own it. Sequence
+// llama.cpp; with v_in_k only K is stored and V views its leading values), and per cell the position and the set of sequences that own it. Sequence
 // operations (remove a range, copy, keep) work on cells, so speculative rollback and the
 // scheduler share one mechanism. Paging (block tables, prefix sharing) builds on this interface.
 #pragma once
@@ -24,6 +24,8 @@ class KvCache {
     DType type = DType::F16;
     std::vector<int64_t> k_rows;  // per layer: values per cell in K (head_dim_k * n_kv_head)
     std::vector<int64_t> v_rows;  // per layer, for V
+    // V is not stored: it is a view of the first v_rows values of each K row (MLA's latent).
+    bool v_in_k = false;
   };
   static Expected<std::unique_ptr<KvCache>> create(const Options& opts, Backend& backend);
   ~KvCache();
@@ -31,7 +33,7 @@ class KvCache {
   int32_t n_cells() const { return static_cast<int32_t>(cell_pos_.size()); }
   int32_t n_seq_max() const { return n_seq_max_; }
   int32_t n_used() const;
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  // K and V storage of every layer
   const Tensor& k(int layer) const { return k_[layer]; }
   const Tensor& v(int layer) const { return v_[layer]; }
 

@@ -3,16 +3,39 @@
 // an architecture touches no other file.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "gguf/gguf.h"
 
 namespace kestrel {
 
 class Model;
 struct ModelWeights;
+struct HParams;
 class Builder;
 struct Tensor;
+
+// What the KV cache holds per layer and token. With v_in_k, V is not stored: it is the first
+// v_rows values of each K row (MLA caches one compressed latent that serves as both).
+struct KvLayout {
+  std::vector<int64_t> k_rows;
+  std::vector<int64_t> v_rows;
+  bool v_in_k = false;
+  // Bytes per token with `elem_bytes`-byte elements.
+  uint64_t bytes_per_token(uint64_t elem_bytes) const;
+};
+// head_dim_k/v * n_head_kv per layer: what a plain multi-head (GQA) cache needs.
+KvLayout default_kv_layout(const HParams& h);
+
+// A small configuration of an architecture for the synthetic-model test: metadata keys without
+// the "<arch>." prefix ("embedding_length", ...) and their values. synth.h builds a random model
+// from it.
+struct TinyConfig {
+  const char* name;
+  std::vector<std::pair<std::string, gguf::Value>> kv;
+};
 
 struct ArchDef {
   const char* name;                  // general.architecture
@@ -22,6 +45,10 @@ struct ArchDef {
   Status (*bind)(const Model& model, ModelWeights& weights);
   // Builds the forward pass; returns the logits [n_vocab, n_outputs].
   Tensor* (*forward)(Builder& b);
+  // The KV cache layout; nullptr: default_kv_layout.
+  KvLayout (*kv_layout)(const HParams& h) = nullptr;
+  // At least one tiny configuration (variants such as llama's experts may add more).
+  std::vector<TinyConfig> tiny = {};
 };
 
 const ArchDef* find_arch(const std::string& name);

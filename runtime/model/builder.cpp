@@ -53,25 +53,41 @@ Tensor* Builder::add(Tensor* a, Tensor* b) {
   return y;
 }
 
-Tensor* Builder::rope(Tensor* x, const Tensor* freq_factors) {
+Tensor* Builder::rope(Tensor* x, const Tensor* freq_factors, const RopeParams* p) {
   Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
   Node& n = g_.add(Op::ROPE, y, x, positions_, freq_factors ? weight(freq_factors) : nullptr);
-  rope_params_store(hp().rope, n.ip, n.fp);
+  rope_params_store(p ? *p : hp().rope, n.ip, n.fp);
   return y;
 }
 
-Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o) {
-  const int64_t T = fb_.n_tokens;
+Tensor* Builder::concat(Tensor* a, Tensor* b) {
+  Tensor* y = g_.intermediate(DType::F32, a->ne[0] + b->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+  g_.add(Op::CONCAT, y, a, b);
+  return y;
+}
+
+void Builder::store_kv(const Tensor& cache, Tensor* x) {
+  Tensor* c = g_.external(cache);
+  g_.add(Op::KV_STORE, c, c, x).aux = fb_.slots;
+}
+
+Tensor* Builder::attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o) {
   Tensor* kc = g_.external(kv_.k(layer));
   Tensor* vc = g_.external(kv_.v(layer));
-  g_.add(Op::KV_STORE, kc, kc, g_.reshape(k, k->ne[0] * k->ne[1], T)).aux = fb_.slots;
-  g_.add(Op::KV_STORE, vc, vc, g_.reshape(v, v->ne[0] * v->ne[1], T)).aux = fb_.slots;
-  Tensor* out = g_.intermediate(DType::F32, v->ne[0], q->ne[1], T);
+  Tensor* out = g_.intermediate(DType::F32, hd_v, q->ne[1], fb_.n_tokens);  // [hd_v, n_head, T]
   Node& n = g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr);
   n.aux = attn_;
   n.fp[0] = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0]));
   n.fp[1] = o.softcap;
   n.ip[0] = o.window;
+  return out;
+}
+
+Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o) {
+  const int64_t T = fb_.n_tokens;
+  store_kv(kv_.k(layer), g_.reshape(k, k->ne[0] * k->ne[1], T));
+  store_kv(kv_.v(layer), g_.reshape(v, v->ne[0] * v->ne[1], T));
+  Tensor* out = attend(layer, q, v->ne[0], o);
   return g_.reshape(out, v->ne[0] * q->ne[1], T);
 }
 
@@ -83,9 +99,11 @@ Tensor* Builder::self_attention(int layer, Tensor* x, const LayerWeights& lw, co
   Tensor* v = g_.reshape(linear(lw.wv, x, lw.bv), h.head_dim_v, h.n_head_kv, T);
   if (lw.q_norm) q = rms_norm(q, lw.q_norm);
   if (lw.k_norm) k = rms_norm(k, lw.k_norm);
-  q = rope(q, w().rope_freqs);
-  k = rope(k, w().rope_freqs);
-  return linear(lw.wo, attention(layer, q, k, v, o), lw.bo);
+  q = rope(q, w().rope_freqs, o.rope);
+  k = rope(k, w().rope_freqs, o.rope);
+  AttentionOptions lo = o;
+  if (!lo.sinks) lo.sinks = lw.attn_sinks;
+  return linear(lw.wo, attention(layer, q, k, v, lo), lw.bo);
 }
 
 Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down) {

@@ -20,12 +20,34 @@ struct ForwardBatch {
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose logits are wanted
 };
 
+// Attention options a model file sets per layer. Biases and per-head q/k norms come with the
+// layer's weights (LayerWeights), so a file that has them gets them.
 struct AttentionOptions {
   float scale = 0.0f;   // 0: 1 / sqrt(head_dim_k)
   int32_t window = 0;   // sliding window in positions (0: full causal)
   float softcap = 0.0f; // attention logit soft-capping (0: off)
-  const Tensor* sinks = nullptr;  // per-head sink logits [n_head]
+  const Tensor* sinks = nullptr;  // per-head sink logits [n_head]; default: the layer's attn_sinks
+  const RopeParams* rope = nullptr;  // nullptr: the model's rope parameters
 };
+
+// How a mixture-of-experts block routes and combines (the GGUF's expert_* keys, or the file's).
+enum class ExpertGating : int32_t {
+  SOFTMAX = 1,         // softmax over every expert's logit, then top-k
+  SIGMOID = 2,         // sigmoid per expert (DeepSeek V3), then top-k
+  SOFTMAX_CHOSEN = 3,  // top-k of the logits, softmax over the chosen ones only (gpt-oss)
+};
+enum class ExpertActivation { SWIGLU, SWIGLU_OAI };
+struct MoeOptions {
+  ExpertGating gating = ExpertGating::SOFTMAX;
+  bool norm_weights = false;   // chosen weights divided by their sum
+  float weights_scale = 0.0f;  // routed scaling factor (0: none)
+  int32_t n_groups = 0;        // expert groups (0/1: none) and how many are kept
+  int32_t n_groups_used = 0;
+  ExpertActivation activation = ExpertActivation::SWIGLU;
+  float oai_alpha = 1.702f, oai_limit = 7.0f;  // SWIGLU_OAI constants
+};
+// The options the standard keys describe (expert_gating_func, expert_weights_norm/scale, groups).
+MoeOptions moe_options_from(const HParams& h);
 
 class Builder {
  public:
@@ -41,13 +63,23 @@ class Builder {
   Tensor* rms_norm(Tensor* x, const Tensor* gain);         // gain may be nullptr
   Tensor* linear(const Tensor* w, Tensor* x, const Tensor* bias = nullptr);  // W.x + b
   Tensor* add(Tensor* a, Tensor* b);
-  Tensor* rope(Tensor* x, const Tensor* freq_factors);    // x [head_dim, n_heads, T]
+  Tensor* rope(Tensor* x, const Tensor* freq_factors, const RopeParams* p = nullptr);  // x [head_dim, n_heads, T]
+  Tensor* concat(Tensor* a, Tensor* b);  // along ne0: [a0 + b0, ...]
   // Stores k, v in layer's cache cells and attends q over the cache: [head_dim_v * n_head, T].
   Tensor* attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o);
   // The standard block: q/k/v projections (+ biases, per-head q/k norm), rope, attention, output
   // projection. x is the normed input [n_embd, T].
   Tensor* self_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o);
   Tensor* swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down);
+  // Routed experts (+ the shared expert when the layer has one): [n_embd, T].
+  Tensor* moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o);
+  // Expert-indexed product: [N, n_used, T] for x [K, 1 or n_used, T]; ids nullptr = slot i uses
+  // matrix i (a per-head product).
+  Tensor* linear_id(const Tensor* w, Tensor* x, Tensor* ids, const Tensor* bias = nullptr);
+  // Multi-head latent attention in the absorbed form (builder_mla.cpp): the cache holds the
+  // normed latent and the roped shared key part per token; queries are absorbed through wk_b,
+  // outputs expanded through wv_b. x is the normed input [n_embd, T]; returns [n_embd, T].
+  Tensor* mla_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o);
   // Keeps only the batch rows whose logits are wanted (call once, in the last layer).
   Tensor* select_outputs(Tensor* x);
   // Final norm and output matrix: [n_vocab, n_outputs].
@@ -55,6 +87,8 @@ class Builder {
 
  private:
   Tensor* input_i32(const int32_t* data, int64_t n);
+  void store_kv(const Tensor& cache, Tensor* x);  // x [R, T] into the cache cells of the batch
+  Tensor* attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o);  // [hd_v, n_head, T]
   Graph& g_;
   const Model& m_;
   const KvCache& kv_;

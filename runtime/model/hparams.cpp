@@ -1,5 +1,7 @@
 #include "model/hparams.h"
 
+#include <cmath>
+
 namespace kestrel {
 namespace {
 
@@ -41,11 +43,68 @@ struct Reader {
     }
     return static_cast<float>(*v);
   }
+  bool flag(const char* k, bool dflt) {
+    const std::string name = key(k);
+    if (!f.find(name)) return dflt;
+    auto v = f.get_bool(name);
+    if (!v) fail(name, "is not a boolean");
+    return v.value_or(dflt);
+  }
   int32_t fail(const std::string& name, const std::string& what) {
     if (st.ok()) st = Error(KESTREL_ERR_FORMAT, f.path() + ": metadata '" + name + "' " + what);
     return 0;
   }
 };
+
+// YaRN as llama.cpp sets it up: extrapolation mix 1 for "yarn" unless stored, and an attention
+// factor that pre-cancels the magnitude correction the rope kernel applies (so the net gain is
+// get_mscale(factor) times rope.scaling.attn_factor). Architectures with extra rules (DeepSeek's
+// yarn_log_multiplier) adjust the RopeParams in their model file.
+void read_yarn(Reader& r, HParams& h) {
+  h.rope_yarn_log_mul = r.f32("rope.scaling.yarn_log_multiplier", 0.0f);
+  h.rope.beta_fast = r.f32("rope.scaling.yarn_beta_fast", 32.0f);
+  h.rope.beta_slow = r.f32("rope.scaling.yarn_beta_slow", 1.0f);
+  h.rope.ext_factor = r.f32("rope.scaling.yarn_ext_factor", -1.0f);
+  if (h.rope.ext_factor < 0.0f) h.rope.ext_factor = h.rope_scaling_type == "yarn" ? 1.0f : 0.0f;
+  float attn = 1.0f;
+  if (h.rope.ext_factor != 0.0f && h.rope.freq_scale > 0.0f) {
+    const float factor = 1.0f / h.rope.freq_scale;
+    attn = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+  }
+  h.rope_attn_factor = r.f32("rope.scaling.attn_factor", 1.0f);
+  h.rope.attn_factor = attn * h.rope_attn_factor;
+}
+
+Status read_moe_mla(Reader& r, HParams& h) {
+  constexpr int64_t kMaxExperts = 4096;
+  h.n_expert = r.i32("expert_count", 0, 0, kMaxExperts);
+  h.n_expert_used = r.i32("expert_used_count", 0, 0, kMaxExperts);
+  h.n_ff_exp = r.i32("expert_feed_forward_length", 0, 0);
+  h.n_expert_shared = r.i32("expert_shared_count", 0, 0, kMaxExperts);
+  h.n_ff_shexp = r.i32("expert_shared_feed_forward_length", int64_t{h.n_ff_exp} * h.n_expert_shared, 0);
+  h.n_layer_dense_lead = r.i32("leading_dense_block_count", 0, 0, h.n_layer);
+  h.n_expert_groups = r.i32("expert_group_count", 0, 0, kMaxExperts);
+  h.n_group_used = r.i32("expert_group_used_count", 0, 0, kMaxExperts);
+  h.expert_gating = r.i32("expert_gating_func", 0, 0, 3);
+  h.expert_weights_norm = r.flag("expert_weights_norm", false);
+  h.expert_weights_scale = r.f32("expert_weights_scale", 0.0f);
+  h.q_lora_rank = r.i32("attention.q_lora_rank", 0, 0);
+  h.kv_lora_rank = r.i32("attention.kv_lora_rank", 0, 0);
+  h.head_dim_k_mla = r.i32("attention.key_length_mla", 0, 0);
+  h.head_dim_v_mla = r.i32("attention.value_length_mla", 0, 0);
+  if (!r.st.ok()) return r.st;
+  const std::string p = r.f.path() + ": metadata '" + h.arch + ".";
+  if (h.n_expert > 0 && (h.n_expert_used < 1 || h.n_expert_used > h.n_expert))
+    return Error(KESTREL_ERR_FORMAT, p + "expert_used_count' = " + std::to_string(h.n_expert_used) +
+                                         " must be in [1, expert_count = " + std::to_string(h.n_expert) + "]");
+  if (h.n_expert_groups > 1 && (h.n_expert % h.n_expert_groups != 0 || h.n_group_used < 1 ||
+                                h.n_group_used > h.n_expert_groups ||
+                                h.n_expert_used > h.n_group_used * (h.n_expert / h.n_expert_groups)))
+    return Error(KESTREL_ERR_FORMAT, p + "expert_group_count' = " + std::to_string(h.n_expert_groups) +
+                                         " does not divide the experts or leaves fewer than expert_used_count");
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -77,6 +136,9 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
   }
   if (h.rope_scaling_type != "none" && h.rope_scaling_factor > 0)
     h.rope.freq_scale = 1.0f / h.rope_scaling_factor;
+  read_yarn(r, h);
+  h.sliding_window = r.i32("attention.sliding_window", 0, 0);
+  KS_RETURN_IF_ERROR(read_moe_mla(r, h));
   if (!r.st.ok()) return r.st;
   if (h.n_head % h.n_head_kv != 0)
     return Error(KESTREL_ERR_FORMAT, f.path() + ": head_count " + std::to_string(h.n_head) +

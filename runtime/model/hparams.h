@@ -24,6 +24,28 @@ struct HParams {
   RopeParams rope;         // n_rot, base, linear/YaRN scaling (mode is set by the architecture)
   std::string rope_scaling_type;  // "none", "linear", "yarn", ...
   float rope_scaling_factor = 0;  // as stored (0 = absent)
+  float rope_yarn_log_mul = 0;    // rope.scaling.yarn_log_multiplier as stored (0 = absent)
+  float rope_attn_factor = 1;     // rope.scaling.attn_factor as stored (folded into rope.attn_factor)
+  int32_t sliding_window = 0;     // attention.sliding_window (which layers use it: the model file)
+
+  // Mixture of experts (n_expert == 0: dense).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;            // expert_feed_forward_length
+  int32_t n_expert_shared = 0;     // expert_shared_count
+  int32_t n_ff_shexp = 0;          // expert_shared_feed_forward_length, default n_ff_exp * shared
+  int32_t n_layer_dense_lead = 0;  // leading_dense_block_count
+  int32_t n_expert_groups = 0;     // expert_group_count (DeepSeek V3), 0/1 = none
+  int32_t n_group_used = 0;        // expert_group_used_count
+  int32_t expert_gating = 0;       // expert_gating_func: 0 absent, 1 softmax, 2 sigmoid
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 0;  // 0 = absent
+
+  // Multi-head latent attention (kv_lora_rank == 0: none).
+  int32_t q_lora_rank = 0;     // 0: a plain q projection
+  int32_t kv_lora_rank = 0;
+  int32_t head_dim_k_mla = 0;  // attention.key_length_mla (qk_nope + qk_rope)
+  int32_t head_dim_v_mla = 0;  // attention.value_length_mla
 
   int64_t k_row() const { return int64_t{head_dim_k} * n_head_kv; }
   int64_t v_row() const { return int64_t{head_dim_v} * n_head_kv; }

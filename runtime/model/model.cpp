@@ -35,15 +35,16 @@ Expected<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::File> fi
 Status Model::init() {
   const gguf::File& f = *file_;
   auto arch_name = f.get_string("general.architecture");
-  if (!arch_name) return Error(KESTREL_ERR_FORMAT, f.path() + ": metadata 'general.architecture' is missing");
   if (opts_.vocab_only) {
+    // A vocabulary-only file (e.g. from tools/convert) need not name an architecture.
     auto tok = Tokenizer::from_gguf(f);
     if (!tok.ok()) return tok.status();
     tokenizer_ = std::move(tok.value());
-    hp_.arch = *arch_name;
+    hp_.arch = arch_name ? *arch_name : std::string();
     hp_.n_vocab = tokenizer_->n_vocab();
     return Status::Ok();
   }
+  if (!arch_name) return Error(KESTREL_ERR_FORMAT, f.path() + ": metadata 'general.architecture' is missing");
   arch_ = find_arch(*arch_name);
   if (!arch_) {
     std::string names;
@@ -83,9 +84,25 @@ Status Model::init() {
   return arch_->bind(*this, weights_);
 }
 
+Expected<Model::TensorTable> Model::tensor_table(std::unique_ptr<gguf::File> metadata) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::move(metadata);
+  m->recording_ = true;
+  KS_RETURN_IF_ERROR(m->init());
+  return std::move(m->recorded_);
+}
+
 Expected<const Tensor*> Model::optional(const std::string& pattern, std::vector<int64_t> ne, int layer) const {
   const std::string name = layer_name(pattern, layer);
   auto it = tensors_.find(name);
+  if (it == tensors_.end() && recording_) {
+    if (ne.empty() || ne.size() > 4 || std::any_of(ne.begin(), ne.end(), [](int64_t d) { return d <= 0; }))
+      return Error(KESTREL_ERR_FORMAT, "tensor '" + name + "': the tensor table gives no concrete shape");
+    recorded_.emplace_back(name, ne);
+    ne.resize(4, 1);
+    it = tensors_.emplace(name, make_tensor(DType::F32, ne[0], ne[1], ne[2], ne[3])).first;
+    it->second.name = name;
+  }
   if (it == tensors_.end()) return static_cast<const Tensor*>(nullptr);
   const Tensor& t = it->second;
   for (size_t i = 0; i < ne.size() && i < 4; ++i) {
@@ -106,6 +123,28 @@ Expected<const Tensor*> Model::require(const std::string& pattern, std::vector<i
   return t;
 }
 
+namespace {
+
+// Parameters and bytes of the experts a token does not use: of every expert tensor ([K, N,
+// n_expert] matrices, [N, n_expert] biases), the share (n_expert - n_used) / n_expert.
+std::pair<uint64_t, uint64_t> unused_expert_share(const gguf::File& f, const HParams& h) {
+  uint64_t params = 0, bytes = 0;
+  if (h.n_expert <= 0) return {0, 0};
+  for (const gguf::TensorInfo& ti : f.tensors()) {
+    const int64_t e = ti.n_dims >= 3 ? ti.ne[2] : ti.ne[1];
+    if (ti.name.find("_exps.") == std::string::npos || e != h.n_expert) continue;
+    params += static_cast<uint64_t>(ti.n_elements()) / h.n_expert * (h.n_expert - h.n_expert_used);
+    bytes += ti.nbytes / h.n_expert * (h.n_expert - h.n_expert_used);
+  }
+  return {params, bytes};
+}
+
+}  // namespace
+
+uint64_t Model::n_params_active() const { return n_params_ - unused_expert_share(*file_, hp_).first; }
+
+KvLayout Model::kv_layout() const { return arch_ && arch_->kv_layout ? arch_->kv_layout(hp_) : default_kv_layout(hp_); }
+
 std::string Model::describe_json() const {
   using nlohmann::json;
   const HParams& h = hp_;
@@ -117,29 +156,48 @@ std::string Model::describe_json() const {
     tensors.push_back({{"name", ti.name}, {"type", dtype_name(ti.type)}, {"shape", ne}, {"bytes", ti.nbytes}});
     bytes_by_type[dtype_name(ti.type)] += ti.nbytes;
   }
-  const uint64_t kv_per_token = static_cast<uint64_t>(h.n_layer) * (h.k_row() + h.v_row()) * 2;  // F16
+  const KvLayout layout = kv_layout();
+  const uint64_t kv_per_token = layout.bytes_per_token(2);  // F16 cache
+  // What one token would cost with every head's K and V stored in full (MLA decompressed).
+  const uint64_t kv_full_per_token =
+      h.kv_lora_rank > 0 ? 2ull * h.n_layer * h.n_head * static_cast<uint64_t>(h.head_dim_k_mla + h.head_dim_v_mla)
+                         : kv_per_token;
   // Scratch of one decode step of 512 tokens: the widest live activations plus the logits.
   const uint64_t per_token = 4ull * (4ull * h.n_embd + 3ull * std::max(h.n_ff, h.n_embd) +
-                                     static_cast<uint64_t>(h.n_head) * (h.head_dim_k + h.head_dim_v) + 2 * h.k_row());
+                                     static_cast<uint64_t>(h.n_head) * (h.head_dim_k + h.head_dim_v) + 2 * h.k_row() +
+                                     3ull * h.n_expert_used * std::max(h.n_ff_exp, h.n_embd));
+  json hp = {{"n_vocab", h.n_vocab}, {"n_ctx_train", h.n_ctx_train}, {"n_embd", h.n_embd}, {"n_layer", h.n_layer},
+             {"n_head", h.n_head}, {"n_head_kv", h.n_head_kv}, {"head_dim_k", h.head_dim_k},
+             {"head_dim_v", h.head_dim_v}, {"n_ff", h.n_ff}, {"rms_eps", h.rms_eps},
+             {"rope", {{"n_rot", h.rope.n_rot}, {"mode", h.rope.mode == ROPE_NEOX ? "neox" : "normal"},
+                       {"freq_base", h.rope.freq_base}, {"freq_scale", h.rope.freq_scale},
+                       {"scaling_type", h.rope_scaling_type}}}};
+  if (h.sliding_window > 0) hp["sliding_window"] = h.sliding_window;
+  if (h.n_expert > 0)
+    hp["moe"] = {{"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}, {"n_ff_exp", h.n_ff_exp},
+                 {"n_expert_shared", h.n_expert_shared}, {"n_layer_dense_lead", h.n_layer_dense_lead},
+                 {"gating", h.expert_gating == 2 ? "sigmoid" : "softmax"}, {"n_expert_groups", h.n_expert_groups},
+                 {"weights_norm", h.expert_weights_norm}, {"weights_scale", h.expert_weights_scale}};
+  if (h.kv_lora_rank > 0)
+    hp["mla"] = {{"q_lora_rank", h.q_lora_rank}, {"kv_lora_rank", h.kv_lora_rank},
+                 {"head_dim_k", h.head_dim_k_mla}, {"head_dim_v", h.head_dim_v_mla}};
   json j = {
       {"architecture", h.arch},
       {"name", file_->get_string("general.name").value_or("")},
       {"file", file_->path()},
       {"gguf_version", file_->version()},
-      {"hparams",
-       {{"n_vocab", h.n_vocab}, {"n_ctx_train", h.n_ctx_train}, {"n_embd", h.n_embd}, {"n_layer", h.n_layer},
-        {"n_head", h.n_head}, {"n_head_kv", h.n_head_kv}, {"head_dim_k", h.head_dim_k},
-        {"head_dim_v", h.head_dim_v}, {"n_ff", h.n_ff}, {"rms_eps", h.rms_eps},
-        {"rope", {{"n_rot", h.rope.n_rot}, {"mode", h.rope.mode == ROPE_NEOX ? "neox" : "normal"},
-                  {"freq_base", h.rope.freq_base}, {"freq_scale", h.rope.freq_scale},
-                  {"scaling_type", h.rope_scaling_type}}}}},
+      {"hparams", hp},
       {"vocab",
        {{"n_tokens", tokenizer_->n_vocab()}, {"model", file_->get_string("tokenizer.ggml.model").value_or("")},
         {"bos", tokenizer_->bos()}, {"eos", tokenizer_->eos()}}},
       {"n_params", n_params_},
+      {"n_params_active", n_params_active()},
       {"tensor_types", bytes_by_type},
       {"memory",
-       {{"weights_bytes", weight_bytes_}, {"kv_bytes_per_token", kv_per_token},
+       {{"weights_bytes", weight_bytes_},
+        {"weights_bytes_active", weight_bytes_ - unused_expert_share(*file_, h).second},  // read per token
+        {"kv_bytes_per_token", kv_per_token},
+        {"kv_bytes_per_token_full_kv", kv_full_per_token},
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
         {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab}}},
       {"tensors", tensors},

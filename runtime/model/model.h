@@ -21,9 +21,21 @@ struct LayerWeights {
   const Tensor* attn_norm = nullptr;
   const Tensor *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const Tensor *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
-  const Tensor *q_norm = nullptr, *k_norm = nullptr;
+  const Tensor *q_norm = nullptr, *k_norm = nullptr;  // per-head RMSNorm gains [head_dim]
+  const Tensor* attn_sinks = nullptr;                 // per-head sink logits [n_head]
+  // Multi-head latent attention: q through a low-rank pair (wq_a, q_a_norm, wq_b; or wq),
+  // one compressed latent + shared rope part (wkv_a_mqa, kv_a_norm), and the per-head absorbed
+  // matrices wk_b [qk_nope, kv_lora, n_head] and wv_b [kv_lora, v_head, n_head].
+  const Tensor *wq_a = nullptr, *q_a_norm = nullptr, *wq_b = nullptr;
+  const Tensor *wkv_a_mqa = nullptr, *kv_a_norm = nullptr, *wk_b = nullptr, *wv_b = nullptr;
   const Tensor* ffn_norm = nullptr;
   const Tensor *ffn_gate = nullptr, *ffn_up = nullptr, *ffn_down = nullptr;
+  // Mixture of experts: router [n_embd, n_expert] (+ bias), selection bias [n_expert], experts
+  // [K, N, n_expert] (+ biases [N, n_expert]), shared expert (dense, added unweighted).
+  const Tensor *ffn_gate_inp = nullptr, *ffn_gate_inp_b = nullptr, *exp_probs_b = nullptr;
+  const Tensor *ffn_gate_exps = nullptr, *ffn_up_exps = nullptr, *ffn_down_exps = nullptr;
+  const Tensor *ffn_gate_exps_b = nullptr, *ffn_up_exps_b = nullptr, *ffn_down_exps_b = nullptr;
+  const Tensor *ffn_gate_shexp = nullptr, *ffn_up_shexp = nullptr, *ffn_down_shexp = nullptr;
 };
 
 struct ModelWeights {
@@ -65,6 +77,15 @@ class Model {
 
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t n_params() const { return n_params_; }
+  // Parameters one token reads: the total less the experts it does not use.
+  uint64_t n_params_active() const;
+  // The KV cache layout of this model (the architecture's, or the plain one).
+  KvLayout kv_layout() const;
+
+  // The tensor table the architecture binds for this metadata (a GGUF that needs no tensors):
+  // every tensor bind() asks for, required or optional, with its shape. synth.cpp fills it.
+  using TensorTable = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+  static Expected<TensorTable> tensor_table(std::unique_ptr<gguf::File> metadata);
   // JSON: architecture, hyper-parameters, vocabulary, tensors, memory.
   std::string describe_json() const;
 
@@ -77,8 +98,10 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   ModelWeights weights_;
   ModelLoadOptions opts_;
-  std::unordered_map<std::string, Tensor> tensors_;
+  mutable std::unordered_map<std::string, Tensor> tensors_;  // mutable: recording mode adds
   uint64_t weight_bytes_ = 0, n_params_ = 0;
+  bool recording_ = false;        // tensor_table(): require/optional record instead of look up
+  mutable TensorTable recorded_;
 };
 
 }  // namespace kestrel

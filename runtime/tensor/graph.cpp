@@ -85,6 +85,23 @@ Tensor* Graph::columns(Tensor* src, int64_t c0, int64_t n) {
   return p;
 }
 
+Tensor* Graph::view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
+  Slot s = slot_of(src);
+  Tensor t = make_tensor(src->type, ne0, ne1, ne2);
+  t.name = src->name;
+  t.nb[1] = nb1;
+  t.nb[2] = nb2;
+  t.nb[3] = nb2 * static_cast<size_t>(ne2);
+  t.data = src->data ? static_cast<uint8_t*>(src->data) + offset : nullptr;
+  Tensor* p = external(t);
+  if (s.is_intermediate) {
+    slots_.back().is_intermediate = true;
+    slots_.back().view_of = s.view_of ? s.view_of : src;
+    slots_.back().view_offset = s.view_offset + offset;
+  }
+  return p;
+}
+
 Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3) {
   Node n;
   n.op = op;

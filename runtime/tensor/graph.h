@@ -74,6 +74,9 @@ class Graph {
   Tensor* reshape(Tensor* src, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
   // A view of columns [c0, c0 + n) of a 2-D contiguous tensor.
   Tensor* columns(Tensor* src, int64_t c0, int64_t n);
+  // A strided view: shape [ne0, ne1, ne2] with row strides nb1, nb2 (bytes), starting `offset`
+  // bytes into src (e.g. the rope part of each head of a query).
+  Tensor* view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
   Node& add(Op op, Tensor* dst, Tensor* s0 = nullptr, Tensor* s1 = nullptr, Tensor* s2 = nullptr,
             Tensor* s3 = nullptr);
   // Keeps an intermediate alive (and readable) after the whole graph ran.

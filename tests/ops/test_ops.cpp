@@ -6,76 +6,10 @@
 #include <functional>
 
 #include "backends/backend.h"
-#include "op_harness.h"
+#include "op_case.h"
 
 using namespace kestrel;
 using namespace kestrel::test;
-
-namespace {
-
-struct Case {
-  std::string name;
-  Buffers buf;
-  Graph g;
-  std::vector<Tensor*> outputs;
-  // Extra state some ops point at (attention batches, slots).
-  std::vector<int32_t> i32a, i32b, i32c;
-  std::vector<uint64_t> u64;
-  AttentionBatch attn;
-};
-
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::MXFP4};
-
-// Runs c on the reference backend, then on the CPU backend with 1..4 threads, and compares.
-void check_case(Case& c, double tol_abs = 1e-5, double tol_rel = 1e-4) {
-  CAPTURE(c.name);
-  std::vector<std::vector<uint8_t>> initial, want;
-  for (Tensor* t : c.outputs) initial.emplace_back(static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
-  auto restore = [&] {
-    for (size_t i = 0; i < c.outputs.size(); ++i) std::memcpy(c.outputs[i]->data, initial[i].data(), initial[i].size());
-  };
-  auto ref = make_ref_backend();
-  restore();
-  run_graph(*ref, c.g);
-  for (Tensor* t : c.outputs) want.emplace_back(static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
-  for (int threads = 1; threads <= 4; ++threads) {
-    CAPTURE(threads);
-    auto cpu = make_cpu_backend(threads);
-    restore();
-    run_graph(*cpu, c.g);
-    for (size_t i = 0; i < c.outputs.size(); ++i) {
-      Tensor got = *c.outputs[i], exp = *c.outputs[i];
-      std::vector<float> a, b;
-      const int64_t n = got.n_elements();
-      a.resize(n);
-      b.resize(n);
-      const ToFloatFn tf = dtype_info(got.type).to_float;
-      tf(got.data, a.data(), n);
-      tf(want[i].data(), b.data(), n);
-      Tensor ta = make_tensor(DType::F32, n, 1, 1, 1, a.data()), tb = make_tensor(DType::F32, n, 1, 1, 1, b.data());
-      std::string where;
-      const double err = compare(ta, tb, tol_abs, tol_rel, &where);
-      CHECK_MESSAGE(err <= 1.0, c.name << " (" << threads << " threads): " << where);
-    }
-  }
-}
-
-Tensor* input(Case& c, DType type, std::mt19937& rng, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
-  Tensor t = c.buf.tensor(type, ne0, ne1, ne2);
-  fill_random(t, rng);
-  return c.g.external(t);
-}
-
-Tensor* output(Case& c, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
-  Tensor* t = c.g.external(c.buf.tensor(DType::F32, ne0, ne1, ne2));
-  fill_nan(*t);
-  c.outputs.push_back(t);
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("GET_ROWS: every type") {
   std::mt19937 rng(1);

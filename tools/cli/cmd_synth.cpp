@@ -1,13 +1,177 @@
-// kestrel synth (placeholder until the chat-synth work lands).
+// kestrel synth: a random-weight GGUF with the shape of a real model (or any registered
+// architecture's tiny test shape), for benchmarks and tests without downloading weights.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "args.h"
+#include "core/thread_pool.h"
+#include "model/arch.h"
+#include "model/synth.h"
 
 namespace kestrel::cli {
+namespace {
 
-int cmd_synth(int, char**) {
-  std::fprintf(stderr, "kestrel synth: not implemented yet\n");
-  return 1;
+using gguf::Value;
+using KV = std::vector<std::pair<std::string, Value>>;
+
+struct Preset {
+  const char* name;
+  const char* arch;
+  int32_t n_vocab;
+  KV kv;
+};
+
+// Shapes from each model's published config.json (metadata keys without the arch prefix).
+const std::vector<Preset>& presets() {
+  auto u = Value::make_u32;
+  auto f = Value::make_f32;
+  static const std::vector<Preset> p = {
+      {"llama-3.2-1b", "llama", 128256,
+       {{"context_length", u(131072)}, {"embedding_length", u(2048)}, {"block_count", u(16)},
+        {"feed_forward_length", u(8192)}, {"attention.head_count", u(32)}, {"attention.head_count_kv", u(8)},
+        {"rope.freq_base", f(500000.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-5f)}}},
+      {"llama-3.1-8b", "llama", 128256,
+       {{"context_length", u(131072)}, {"embedding_length", u(4096)}, {"block_count", u(32)},
+        {"feed_forward_length", u(14336)}, {"attention.head_count", u(32)}, {"attention.head_count_kv", u(8)},
+        {"rope.freq_base", f(500000.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-5f)}}},
+      {"qwen3-0.6b", "qwen3", 151936,
+       {{"context_length", u(40960)}, {"embedding_length", u(1024)}, {"block_count", u(28)},
+        {"feed_forward_length", u(3072)}, {"attention.head_count", u(16)}, {"attention.head_count_kv", u(8)},
+        {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"rope.freq_base", f(1000000.0f)},
+        {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      {"qwen3-8b", "qwen3", 151936,
+       {{"context_length", u(40960)}, {"embedding_length", u(4096)}, {"block_count", u(36)},
+        {"feed_forward_length", u(12288)}, {"attention.head_count", u(32)}, {"attention.head_count_kv", u(8)},
+        {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"rope.freq_base", f(1000000.0f)},
+        {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      {"qwen3-30b-a3b", "qwen3moe", 151936,
+       {{"context_length", u(40960)}, {"embedding_length", u(2048)}, {"block_count", u(48)},
+        {"feed_forward_length", u(6144)}, {"attention.head_count", u(32)}, {"attention.head_count_kv", u(4)},
+        {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"expert_count", u(128)},
+        {"expert_used_count", u(8)}, {"expert_feed_forward_length", u(768)}, {"rope.freq_base", f(1000000.0f)},
+        {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      {"gpt-oss-20b", "gpt-oss", 201088,
+       {{"context_length", u(131072)}, {"embedding_length", u(2880)}, {"block_count", u(24)},
+        {"feed_forward_length", u(2880)}, {"attention.head_count", u(64)}, {"attention.head_count_kv", u(8)},
+        {"attention.key_length", u(64)}, {"attention.value_length", u(64)}, {"expert_count", u(32)},
+        {"expert_used_count", u(4)}, {"expert_feed_forward_length", u(2880)}, {"attention.sliding_window", u(128)},
+        {"rope.freq_base", f(150000.0f)}, {"rope.scaling.type", Value::make_string("yarn")},
+        {"rope.scaling.factor", f(32.0f)}, {"rope.scaling.original_context_length", u(4096)},
+        {"attention.layer_norm_rms_epsilon", f(1e-5f)}}},
+  };
+  return p;
+}
+
+// "16" -> u32, "1e-6" / "0.5" -> f32, "true"/"false" -> bool, anything else -> string.
+Value parse_value(const std::string& s) {
+  if (s == "true" || s == "false") return Value::make_bool(s == "true");
+  char* end = nullptr;
+  const unsigned long long i = std::strtoull(s.c_str(), &end, 10);
+  if (!s.empty() && s[0] != '-' && *end == '\0' && i <= 0xffffffffull) return Value::make_u32(static_cast<uint32_t>(i));
+  const double d = std::strtod(s.c_str(), &end);
+  if (!s.empty() && *end == '\0') return Value::make_f32(static_cast<float>(d));
+  return Value::make_string(s);
+}
+
+void set_kv(KV& kv, const std::string& key, Value v) {
+  for (auto& [k, old] : kv)
+    if (k == key) {
+      old = std::move(v);
+      return;
+    }
+  kv.emplace_back(key, std::move(v));
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: kestrel synth PRESET|--preset PRESET|--arch ARCH [-o OUT.gguf]\n"
+               "                    [--type T] [--layers N] [--vocab N] [--set KEY=VALUE]... [--seed N] [-t THREADS]\n"
+               "       kestrel synth --list\n"
+               "A model with PRESET's shape and random weights (no download). PRESET is a real model's\n"
+               "name (see --list) or a registered architecture (its tiny test shape). --type sets the\n"
+               "matrices' type (f32, f16, q8_0, q4_0, q4_K, mxfp4, ...; rows a block does not divide\n"
+               "get llama-quantize's fallback), --layers keeps the first N blocks (a cut for benches),\n"
+               "--vocab shrinks the vocabulary, --set overrides a metadata key (arch prefix implied).\n");
+}
+
+}  // namespace
+
+int cmd_synth(int argc, char** argv) {
+  Args a(argc, argv, {"-o,--output", "--preset", "--arch", "--type", "--layers", "--vocab", "--set", "--seed", "-t,--threads"},
+         {"--list", "-h,--help"});
+  if (a.has("--help")) {
+    usage();
+    return 0;
+  }
+  if (a.has("--list")) {
+    std::printf("presets (real shapes):\n");
+    for (const Preset& p : presets()) std::printf("  %-16s %s\n", p.name, p.arch);
+    std::printf("architectures (tiny test shapes):\n");
+    for (const ArchDef* d : all_archs())
+      for (const TinyConfig& t : d->tiny) std::printf("  %-16s %s\n", t.name, d->name);
+    return 0;
+  }
+  // PRESET as a word or --preset; --arch NAME alone picks that architecture's tiny shape.
+  std::string name = a.str("--preset", a.str("--arch"));
+  if (a.positional().size() == 1 && name.empty()) name = a.positional()[0];
+  if (name.empty() || a.positional().size() > 1)
+    throw UsageError("synth: give one PRESET (kestrel synth --list shows them)");
+
+  const ArchDef* arch = nullptr;
+  KV kv;
+  SynthOptions o;
+  for (const Preset& p : presets())
+    if (name == p.name) arch = find_arch(p.arch), kv = p.kv, o.n_vocab = p.n_vocab;
+  if (!arch)
+    for (const ArchDef* d : all_archs())
+      for (const TinyConfig& t : d->tiny)
+        if (!arch && name == t.name) arch = d, kv = t.kv;
+  if (!arch) throw UsageError("synth: unknown preset '" + name + "' (kestrel synth --list shows them)");
+  if (a.has("--arch") && a.has("--preset") && std::string(arch->name) != a.str("--arch") &&
+      find_arch(a.str("--arch")) != arch)
+    throw UsageError("synth: preset '" + name + "' is a " + arch->name + " model, not " + a.str("--arch"));
+
+  if (a.has("--type") && !dtype_from_name(a.str("--type").c_str(), &o.weight_type))
+    throw UsageError("synth: unknown type '" + a.str("--type") + "'");
+  if (a.has("--layers")) {
+    const long long n = a.integer("--layers", 0);
+    if (n < 1) throw UsageError("synth: --layers must be >= 1");
+    set_kv(kv, "block_count", Value::make_u32(static_cast<uint32_t>(n)));
+  }
+  o.n_vocab = static_cast<int32_t>(a.integer("--vocab", o.n_vocab));
+  o.seed = static_cast<uint32_t>(a.integer("--seed", 1));
+  o.n_threads = static_cast<int>(a.integer("--threads", default_thread_count()));
+  // --set may repeat: Args keeps the last, so read every occurrence from argv.
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--set") continue;
+    const std::string s = argv[i + 1];
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("synth: --set wants KEY=VALUE, got '" + s + "'");
+    std::string key = s.substr(0, eq);
+    const std::string prefix = std::string(arch->name) + ".";
+    if (key.rfind(prefix, 0) == 0) key = key.substr(prefix.size());
+    set_kv(kv, key, parse_value(s.substr(eq + 1)));
+  }
+  const std::string out = a.str("--output", name + "-" + dtype_name(o.weight_type) + ".gguf");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const TinyConfig config{name.c_str(), kv};
+  auto w = synth_model(*arch, config, o);
+  if (!w.ok()) {
+    std::fprintf(stderr, "kestrel synth: %s\n", w.status().message().c_str());
+    return 1;
+  }
+  if (Status st = w.value().write(out); !st.ok()) {
+    std::fprintf(stderr, "kestrel synth: %s\n", st.message().c_str());
+    return 1;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "kestrel synth: wrote %s (%s, %s, vocab %d) in %.1f s\n", out.c_str(), arch->name,
+               dtype_name(o.weight_type), o.n_vocab, s);
+  return 0;
 }
 
 }  // namespace kestrel::cli

@@ -1,0 +1,65 @@
+// gpt-oss (OpenAI): attention with q/k/v/o biases, per-head sinks and a sliding window on every
+// other layer (even layers), NEOX rope with YaRN scaling; an expert FFN in every layer whose
+// router has a bias, picks the top-k logits and softmaxes over those only, and whose experts
+// (with biases) use the clamped SwiGLU variant. `post_attention_norm` is the norm before the FFN.
+#include "model/bind.h"
+#include "model/builder.h"
+
+namespace kestrel {
+namespace {
+
+Status bind(const Model& m, ModelWeights& w) {
+  const HParams& h = m.hparams();
+  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
+  w.layers.resize(h.n_layer);
+  for (int l = 0; l < h.n_layer; ++l) {
+    LayerWeights& lw = w.layers[l];
+    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {.qkv_bias = true, .out_bias = true, .sinks = true}));
+    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.post_attention_norm.weight", {h.n_embd}, l));
+    KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp, .biases = true, .router_bias = true}));
+  }
+  return Status::Ok();
+}
+
+Tensor* forward(Builder& b) {
+  const HParams& h = b.hp();
+  MoeOptions moe;
+  moe.gating = ExpertGating::SOFTMAX_CHOSEN;
+  moe.activation = ExpertActivation::SWIGLU_OAI;  // alpha 1.702, limit 7
+  Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
+  for (int l = 0; l < h.n_layer; ++l) {
+    const LayerWeights& lw = b.w().layers[l];
+    AttentionOptions ao;  // scale 1/sqrt(head_dim); sinks from lw
+    ao.window = l % 2 == 0 ? h.sliding_window : 0;
+    Tensor* attn = b.self_attention(l, b.rms_norm(x, lw.attn_norm), lw, ao);  // [n_embd, T]
+    if (l == h.n_layer - 1) {
+      attn = b.select_outputs(attn);
+      x = b.select_outputs(x);
+    }
+    x = b.add(x, attn);
+    x = b.add(x, b.moe_ffn(b.rms_norm(x, lw.ffn_norm), lw, moe));  // [n_embd, T]
+  }
+  return b.output_logits(x);  // [n_vocab, n_outputs]
+}
+
+using gguf::Value;
+const std::vector<std::pair<std::string, Value>> kTiny = {
+    {"context_length", Value::make_u32(256)},       {"embedding_length", Value::make_u32(64)},
+    {"block_count", Value::make_u32(2)},            {"feed_forward_length", Value::make_u32(64)},
+    {"attention.head_count", Value::make_u32(4)},   {"attention.head_count_kv", Value::make_u32(2)},
+    {"attention.key_length", Value::make_u32(32)},  {"attention.value_length", Value::make_u32(32)},
+    {"expert_count", Value::make_u32(4)},           {"expert_used_count", Value::make_u32(2)},
+    {"expert_feed_forward_length", Value::make_u32(64)}, {"attention.sliding_window", Value::make_u32(4)},
+    {"rope.freq_base", Value::make_f32(150000.0f)}, {"rope.scaling.type", Value::make_string("yarn")},
+    {"rope.scaling.factor", Value::make_f32(8.0f)}, {"rope.scaling.original_context_length", Value::make_u32(64)},
+    {"attention.layer_norm_rms_epsilon", Value::make_f32(1e-5f)},
+};
+
+}  // namespace
+}  // namespace kestrel
+
+KESTREL_REGISTER_ARCH(gpt_oss) {
+  static const kestrel::ArchDef def{"gpt-oss", {}, kestrel::ROPE_NEOX, kestrel::bind, kestrel::forward, nullptr,
+                                    {{"gpt-oss", kestrel::kTiny}}};
+  return def;
+}

@@ -1,0 +1,35 @@
+// Tensor-table helpers for bind(): the standard GGUF tensor names of the blocks most
+// architectures share, with the options a model file chooses. Every shape is checked (a missing
+// or mis-shaped tensor is a FORMAT error naming it), and every shape is concrete, so the same
+// bind() also yields the table a synthetic model is built from (Model::tensor_table).
+#pragma once
+#include "model/model.h"
+
+namespace kestrel {
+
+// token_embd, output_norm and output (tied to token_embd when the file has none).
+Status bind_embeddings(const Model& m, ModelWeights& w);
+
+struct AttentionTable {
+  bool qkv_bias = false;  // attn_q/k/v.bias
+  bool out_bias = false;  // attn_output.bias
+  bool qk_norm = false;   // attn_q_norm / attn_k_norm [head_dim_k]
+  bool sinks = false;     // attn_sinks [n_head]
+};
+// attn_norm, attn_q/k/v/output and the chosen extras of layer l.
+Status bind_attention(const Model& m, LayerWeights& lw, int l, const AttentionTable& t);
+
+// ffn_gate/up/down [n_embd <-> n_ff] of layer l (the norm in front is the model file's).
+Status bind_dense_ffn(const Model& m, LayerWeights& lw, int l, int64_t n_ff);
+
+struct ExpertTable {
+  int64_t n_ff = 0;             // per expert
+  bool biases = false;          // ffn_{gate,up,down}_exps.bias [N, n_expert]
+  bool router_bias = false;     // ffn_gate_inp.bias [n_expert]
+  bool selection_bias = false;  // exp_probs_b.bias [n_expert], optional (DeepSeek V3 has it)
+  int64_t n_ff_shared = 0;      // ffn_{gate,up,down}_shexp when > 0
+};
+// ffn_gate_inp and the stacked experts ffn_{gate,up,down}_exps of layer l.
+Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& t);
+
+}  // namespace kestrel

@@ -1,0 +1,57 @@
+// The mixture-of-experts block: a ROUTER node picks each token's experts and weights, three
+// MATMUL_ID nodes run the chosen experts (grouped by expert inside the backend), MOE_SUM
+// combines them; a shared expert, when the layer has one, is added unweighted.
+#include "model/builder.h"
+
+namespace kestrel {
+
+MoeOptions moe_options_from(const HParams& h) {
+  MoeOptions o;
+  o.gating = h.expert_gating == 2 ? ExpertGating::SIGMOID : ExpertGating::SOFTMAX;
+  o.norm_weights = h.expert_weights_norm;
+  o.weights_scale = h.expert_weights_scale;
+  o.n_groups = h.n_expert_groups;
+  o.n_groups_used = h.n_group_used;
+  return o;
+}
+
+Tensor* Builder::linear_id(const Tensor* w, Tensor* x, Tensor* ids, const Tensor* bias) {
+  const int64_t slots = ids ? ids->ne[0] : x->ne[1];
+  Tensor* y = g_.intermediate(DType::F32, w->ne[1], slots, x->ne[2]);  // [N, slots, T]
+  g_.add(Op::MATMUL_ID, y, weight(w), x, ids, bias ? weight(bias) : nullptr);
+  return y;
+}
+
+Tensor* Builder::moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o) {
+  const int64_t E = hp().n_embd, T = x->ne[1];
+  const int32_t k = hp().n_expert_used;
+  Tensor* logits = linear(lw.ffn_gate_inp, x, lw.ffn_gate_inp_b);  // [n_expert, T]
+  Tensor* weights = g_.intermediate(DType::F32, k, T);             // [n_used, T]
+  Tensor* ids = g_.intermediate(DType::I32, k, T);                 // [n_used, T]
+  Node& r = g_.add(Op::ROUTER, weights, logits, lw.exp_probs_b ? weight(lw.exp_probs_b) : nullptr, ids);
+  r.ip[0] = static_cast<int32_t>(o.gating);
+  r.ip[1] = k;
+  r.ip[2] = o.n_groups;
+  r.ip[3] = o.n_groups_used;
+  r.ip[4] = o.norm_weights ? 1 : 0;
+  r.fp[0] = o.weights_scale;
+
+  Tensor* x1 = g_.reshape(x, E, 1, T);                                     // [n_embd, 1, T]
+  Tensor* up = linear_id(lw.ffn_up_exps, x1, ids, lw.ffn_up_exps_b);       // [n_ff_exp, n_used, T]
+  Tensor* gate = linear_id(lw.ffn_gate_exps, x1, ids, lw.ffn_gate_exps_b); // [n_ff_exp, n_used, T]
+  Tensor* act = g_.intermediate(DType::F32, up->ne[0], k, T);
+  if (o.activation == ExpertActivation::SWIGLU_OAI) {
+    Node& n = g_.add(Op::SWIGLU_OAI, act, gate, up);
+    n.fp[0] = o.oai_alpha;
+    n.fp[1] = o.oai_limit;
+  } else {
+    g_.add(Op::SWIGLU, act, gate, up);
+  }
+  Tensor* down = linear_id(lw.ffn_down_exps, act, ids, lw.ffn_down_exps_b);  // [n_embd, n_used, T]
+  Tensor* out = g_.intermediate(DType::F32, E, T);                          // [n_embd, T]
+  g_.add(Op::MOE_SUM, out, down, weights);
+  if (lw.ffn_up_shexp) out = add(out, swiglu_ffn(x, lw.ffn_gate_shexp, lw.ffn_up_shexp, lw.ffn_down_shexp));
+  return out;
+}
+
+}  // namespace kestrel
