@@ -49,6 +49,24 @@ const char* kestrel_context_backend(const kestrel_context* ctx) {
   return ctx ? ctx->ctx->backend().info().name.c_str() : "";
 }
 
+kestrel_status kestrel_context_set_profiling(kestrel_context* ctx, bool on) {
+  return guard("kestrel_context_set_profiling", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx, "kestrel_context_set_profiling", "ctx must not be NULL");
+    ctx->ctx->set_profiling(on);
+    return KESTREL_OK;
+  });
+}
+
+kestrel_status kestrel_context_profile(kestrel_context* ctx, bool reset, char* buf, size_t cap, size_t* len) {
+  return guard("kestrel_context_profile", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx && len, "kestrel_context_profile", "ctx and len must not be NULL");
+    kestrel::Profiler* p = ctx->ctx->profiler();
+    const kestrel_status st = kestrel::api::copy_out(p ? p->json() : "[]", buf, cap, len);
+    if (st == KESTREL_OK && reset && p && buf) p->reset();
+    return st;
+  });
+}
+
 kestrel_status kestrel_decode(kestrel_context* ctx, const kestrel_batch* b) {
   return guard("kestrel_decode", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(ctx && b, "kestrel_decode", "ctx and batch must not be NULL");

@@ -23,8 +23,10 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   KvCache::Options ko;
   ko.n_cells = c->opts_.n_ctx;
   ko.n_seq_max = c->opts_.n_seq_max;
-  ko.k_rows.assign(h.n_layer, h.k_row());
-  ko.v_rows.assign(h.n_layer, h.v_row());
+  const KvLayout layout = model.arch().kv_layout ? model.arch().kv_layout(h) : default_kv_layout(h);
+  ko.k_rows = layout.k_rows;
+  ko.v_rows = layout.v_rows;
+  ko.v_in_k = layout.v_in_k;
   auto kv = KvCache::create(ko, *c->backend_);
   if (!kv.ok()) return kv.status();
   c->kv_ = std::move(kv.value());
@@ -128,7 +130,7 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
     if (!arena_) return Error(KESTREL_ERR_OUT_OF_MEMORY, "decode: cannot allocate " + std::to_string(need) + " bytes of scratch");
   }
   g.bind(arena_);
-  KS_RETURN_IF_ERROR(backend_->run(g, 0, g.nodes().size()));
+  KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*backend_, g) : backend_->run(g, 0, g.nodes().size()));
   backend_->sync();
   if (!out_rows.empty())
     backend_->read(logits_out, logits->data, static_cast<size_t>(out_rows.size()) * logits->ne[0] * sizeof(float));

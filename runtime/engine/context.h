@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "engine/profile.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -42,6 +43,9 @@ class Context {
   Status decode(const DecodeBatch& batch);
   // Logits of batch row i of the last decode (negative counts from the end).
   Expected<std::span<const float>> logits(int32_t i) const;
+  // Per-op profiling (slower: one node at a time); profiler() is null when off.
+  void set_profiling(bool on) { profiler_ = on ? std::make_unique<Profiler>() : nullptr; }
+  Profiler* profiler() { return profiler_.get(); }
 
  private:
   Context(const Model& m) : model_(m) {}
@@ -55,6 +59,7 @@ class Context {
   size_t arena_size_ = 0;
   std::vector<float> logits_;        // [n_vocab * n_logit_rows]
   std::vector<int32_t> logit_row_;   // batch row -> logits row, -1 if none
+  std::unique_ptr<Profiler> profiler_;
 };
 
 }  // namespace kestrel

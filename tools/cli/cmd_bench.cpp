@@ -1,13 +1,198 @@
-// kestrel bench (placeholder until the chat-bench work lands).
+// kestrel bench: prompt processing (pp) and generation (tg) speed with their rooflines.
+//   kestrel bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--per-op]
+// pp: one batch of p tokens into an empty cache; tg: n tokens one at a time into an empty cache.
+// Each test runs once to warm up, then r times; the table shows the mean and standard deviation
+// of tokens/s (llama-bench's avg_ts/stddev_ts) and the median. --json prints llama-bench's keys
+// plus the roofline fields; --per-op adds a table of where the time goes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
-#include "args.h"
+#include "bench_roofline.h"
+#include "common.h"
 
 namespace kestrel::cli {
+namespace {
 
-int cmd_bench(int, char**) {
-  std::fprintf(stderr, "kestrel bench: not implemented yet\n");
-  return 1;
+using nlohmann::json;
+
+struct Sample {
+  std::vector<double> ts;  // tokens/s per repetition
+  double mean() const {
+    double s = 0;
+    for (double v : ts) s += v;
+    return ts.empty() ? 0 : s / static_cast<double>(ts.size());
+  }
+  double stddev() const {
+    if (ts.size() < 2) return 0;
+    const double m = mean();
+    double s = 0;
+    for (double v : ts) s += (v - m) * (v - m);
+    return std::sqrt(s / static_cast<double>(ts.size() - 1));
+  }
+  double median() const {
+    std::vector<double> v = ts;
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+  }
+};
+
+// Seconds to decode `tokens` into an empty cache: in one batch (pp) or one at a time (tg).
+double run_once(kestrel_context* ctx, const std::vector<kestrel_token>& tokens, bool one_at_a_time) {
+  kestrel_kv_clear(ctx);
+  const auto t0 = std::chrono::steady_clock::now();
+  kestrel_batch b{};
+  if (one_at_a_time) {
+    for (kestrel_token t : tokens) {
+      b.n_tokens = 1;
+      b.tokens = &t;
+      check(kestrel_decode(ctx, &b));
+    }
+  } else {
+    b.n_tokens = static_cast<int32_t>(tokens.size());
+    b.tokens = tokens.data();
+    check(kestrel_decode(ctx, &b));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string profile_json(kestrel_context* ctx) {
+  size_t len = 0;
+  check(kestrel_context_profile(ctx, false, nullptr, 0, &len));
+  std::string s(len + 1, '\0');
+  check(kestrel_context_profile(ctx, true, s.data(), s.size(), &len));
+  s.resize(len);
+  return s;
+}
+
+void print_per_op(const std::string& test, const json& ops, int n_tokens, double dram_gbs) {
+  double total = 0;
+  for (const auto& o : ops) total += o["seconds"].get<double>();
+  std::printf("\nper-op, %s (%d tokens, %.2f ms/token):\n\n", test.c_str(), n_tokens, 1e3 * total / n_tokens);
+  std::printf("| op | calls | ms | share | GB/s | %% DRAM | GFLOP/s |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& o : ops) {
+    const double s = o["seconds"].get<double>(), bytes = o["bytes"].get<double>(), fl = o["flops"].get<double>();
+    const double gbs = s > 0 ? bytes / s / 1e9 : 0;
+    std::printf("| %s | %lld | %.2f | %.1f%% | %.1f | %.0f%% | %.1f |\n", o["op"].get<std::string>().c_str(),
+                o["calls"].get<long long>(), 1e3 * s, total > 0 ? 100 * s / total : 0, gbs,
+                dram_gbs > 0 ? 100 * gbs / dram_gbs : 0, s > 0 ? fl / s / 1e9 : 0);
+  }
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  std::vector<std::string> opts = kModelOptions;
+  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions"});
+  Args a(argc, argv, opts, {"--json", "--per-op"});
+  a.required("--model");
+  // Like llama-bench, -p and -n take comma-separated lists (0 skips that kind of test).
+  std::vector<std::pair<bool, int>> tests;  // (is generation, tokens)
+  int n_max = 0, n_prompt_max = 1;
+  for (const bool tg : {false, true}) {
+    const std::string list = a.str(tg ? "--n-gen" : "--n-prompt", tg ? "128" : "512");
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      const std::string item = list.substr(pos, comma - pos);
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
+        throw UsageError(std::string(tg ? "-n" : "-p") + ": expected a list of token counts, got '" + list + "'");
+      if (v > 0) tests.emplace_back(tg, static_cast<int>(v));
+      n_max = std::max(n_max, static_cast<int>(v));
+      if (!tg) n_prompt_max = std::max(n_prompt_max, static_cast<int>(v));
+      pos = comma + 1;
+    }
+  }
+  const int reps = static_cast<int>(a.integer("--repetitions", 5));
+  if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
+  const bool as_json = a.has("--json");
+
+  ModelPtr model = load_model_from_args(a);
+  const json desc = json::parse(describe(model.get()));
+  const ModelCost cost = model_cost(desc);
+  kestrel_context_options co;
+  kestrel_context_options_init(&co);
+  co.n_ctx = static_cast<uint32_t>(n_max + 16);
+  co.n_batch = static_cast<uint32_t>(n_prompt_max);
+  co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
+  ContextPtr ctx = new_context(model.get(), &co);
+  const int n_threads = co.n_threads > 0 ? co.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+  const double dram = measure_read_bandwidth(n_threads);
+
+  std::mt19937 rng(1234);
+  const int32_t n_vocab = kestrel_model_n_vocab(model.get());
+  auto random_tokens = [&](int n) {
+    std::vector<kestrel_token> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<kestrel_token>(rng() % static_cast<uint32_t>(n_vocab));
+    return t;
+  };
+  const std::string model_type = desc["architecture"].get<std::string>() + " " + cost.type_label;
+  json results = json::array();
+  std::vector<std::pair<std::string, std::string>> rows;  // test, cells
+  for (const auto& [tg, n] : tests) {
+    const auto tokens = random_tokens(n);
+    run_once(ctx.get(), tg ? std::vector<kestrel_token>(tokens.begin(), tokens.begin() + std::min(n, 8)) : tokens, tg);
+    Sample smp;
+    for (int r = 0; r < reps; ++r) smp.ts.push_back(n / run_once(ctx.get(), tokens, tg));
+    const double ts = smp.mean();
+    // Roofline: tg reads every weight per token (plus the KV cache so far); pp reads the weights once
+    // per batch and is FLOP-bound. Both tests start from an empty cache: on average n/2 cells.
+    const double avg_ctx = n / 2.0;
+    const double bytes_tok = cost.bytes_per_token / (tg ? 1 : n) + avg_ctx * cost.kv_bytes_per_token;
+    const double flops_tok = cost.flops_per_token + avg_ctx * cost.attn_flops_per_ctx;
+    const double eff_gbs = bytes_tok * ts / 1e9, gflops = flops_tok * ts / 1e9;
+    json j = {{"model_type", model_type}, {"model_size", static_cast<uint64_t>(cost.weight_bytes)},
+              {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
+              {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
+              {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", kestrel_context_backend(ctx.get())},
+              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram},
+              {"dram_share", dram > 0 ? eff_gbs / dram : 0}, {"flops_per_token", flops_tok}, {"gflops", gflops}};
+    results.push_back(j);
+    char cells[512];
+    if (tg)
+      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of DRAM %.1f GB/s",
+                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, dram > 0 ? 100 * eff_gbs / dram : 0, dram);
+    else
+      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.3g %s/token · %.1f GFLOP/s", ts, smp.stddev(),
+                    smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
+                    flops_tok >= 1e8 ? "GFLOP" : "MFLOP", gflops);
+    rows.emplace_back((tg ? "tg" : "pp") + std::to_string(n), cells);
+  }
+  // Where the time goes: one more run of each test, op by op.
+  std::vector<std::pair<std::string, json>> per_op;
+  if (a.has("--per-op")) {
+    check(kestrel_context_set_profiling(ctx.get(), true));
+    size_t i = 0;
+    for (const auto& [tg, n] : tests) {
+      run_once(ctx.get(), random_tokens(n), tg);
+      const json ops = json::parse(profile_json(ctx.get()));
+      results[i++]["per_op"] = ops;
+      per_op.emplace_back((tg ? "tg" : "pp") + std::to_string(n), ops);
+    }
+    check(kestrel_context_set_profiling(ctx.get(), false));
+  }
+  if (as_json) {
+    std::printf("%s\n", results.dump(2).c_str());
+    return 0;
+  }
+  char params[32];
+  std::snprintf(params, sizeof params, "%.2f M", cost.n_params / 1e6);
+  std::printf("| model | size | params | backend | threads | test | t/s | median | roofline |\n");
+  std::printf("|---|---:|---:|---|---:|---|---:|---:|---|\n");
+  for (const auto& [test, cells] : rows)
+    std::printf("| %s | %.2f MiB | %s | %s | %d | %s | %s |\n", model_type.c_str(), cost.weight_bytes / 1048576.0,
+                params, kestrel_context_backend(ctx.get()), n_threads, test.c_str(), cells.c_str());
+  for (const auto& [test, ops] : per_op)
+    print_per_op(test, ops, std::stoi(test.substr(2)), dram);
+  return 0;
 }
 
 }  // namespace kestrel::cli

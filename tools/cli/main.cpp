@@ -18,9 +18,9 @@ const char* kUsage =
     "  template  (-m MODEL | --template FILE) --messages FILE.json [--tools FILE.json]\n"
     "            [--add-generation-prompt] [--bos TEXT --eos TEXT]\n"
     "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n"
-    "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
+    "  bench     -m MODEL [-p 512[,128..]] [-n 128[,..]] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
     "  quantize  IN.gguf OUT.gguf TYPE [-t THREADS]\n"
-    "  synth     --arch ARCH (--preset NAME | --set KEY=VALUE ...) --type TYPE -o OUT.gguf [--seed S]\n";
+    "  synth     PRESET | --arch ARCH [--set KEY=VALUE ...] [--type TYPE] [--layers N] [--vocab N] [-o OUT.gguf] [--seed S] (--list)\n";
 
 struct Command {
   const char* name;

@@ -1,0 +1,86 @@
+#include "bench_roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace kestrel::cli {
+
+ModelCost model_cost(const nlohmann::json& d) {
+  ModelCost c;
+  c.n_params = d.value("n_params", 0.0);
+  const auto& hp = d["hparams"];
+  double embd_bytes = 0, embd_row = 0;
+  bool has_output = false;
+  double most = 0;
+  for (const auto& [type, bytes] : d["tensor_types"].items())
+    if (bytes.get<double>() > most) most = bytes.get<double>(), c.type_label = type;
+  for (const auto& t : d["tensors"]) {
+    const double bytes = t["bytes"].get<double>();
+    const auto& shape = t["shape"];
+    const std::string name = t["name"].get<std::string>();
+    c.weight_bytes += bytes;
+    double elems = 1;
+    for (const auto& s : shape) elems *= s.get<double>();
+    if (name == "token_embd.weight") {
+      embd_bytes = bytes;
+      embd_row = shape.size() >= 2 ? bytes / shape[1].get<double>() : bytes;
+      continue;
+    }
+    if (name == "output.weight") has_output = true;
+    c.bytes_per_token += bytes;
+    if (shape.size() >= 2) c.flops_per_token += 2 * elems;
+  }
+  c.bytes_per_token += embd_row;
+  if (!has_output) {  // tied embeddings: the output head reads the whole embedding matrix
+    c.bytes_per_token += embd_bytes;
+    c.flops_per_token += 2 * (embd_row > 0 ? embd_bytes / embd_row : 0) * hp.value("n_embd", 0.0);
+  }
+  const double n_layer = hp.value("n_layer", 0.0), n_head = hp.value("n_head", 0.0);
+  c.attn_flops_per_ctx = 2 * n_layer * n_head * (hp.value("head_dim_k", 0.0) + hp.value("head_dim_v", 0.0));
+  c.kv_bytes_per_token = d.contains("memory") ? d["memory"].value("kv_bytes_per_token", 0.0) : 0.0;
+  return c;
+}
+
+double measure_read_bandwidth(int n_threads) {
+  n_threads = std::max(1, n_threads);
+  const size_t bytes = size_t{512} << 20;  // well past any L3 here
+  const size_t n = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  // Touch every page from the threads that will read it (first-touch placement).
+  std::vector<std::thread> th;
+  for (int t = 0; t < n_threads; ++t)
+    th.emplace_back([&, t] {
+      const size_t b = n * t / n_threads, e = n * (t + 1) / n_threads;
+      for (size_t i = b; i < e; ++i) buf[i] = i;
+    });
+  for (auto& x : th) x.join();
+  double best = 0;
+  std::vector<uint64_t> sink(n_threads);
+  for (int pass = 0; pass < 4; ++pass) {
+    th.clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < n_threads; ++t)
+      th.emplace_back([&, t] {
+        const size_t b = n * t / n_threads, e = n * (t + 1) / n_threads;
+        // Four independent sums so the loop is bound by loads, not by one addition chain.
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        size_t i = b;
+        for (; i + 4 <= e; i += 4) s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
+        for (; i < e; ++i) s0 += buf[i];
+        sink[t] = s0 + s1 + s2 + s3;
+      });
+    for (auto& x : th) x.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  volatile uint64_t keep = 0;
+  for (uint64_t v : sink) keep = keep + v;
+  return best;
+}
+
+}  // namespace kestrel::cli

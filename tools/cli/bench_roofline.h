@@ -1,0 +1,24 @@
+// The roofline side of `kestrel bench`: what one token costs (bytes of weights read, FLOPs) from
+// the model's description, and the DRAM read bandwidth measured on this machine.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kestrel::cli {
+
+struct ModelCost {
+  double weight_bytes = 0;     // file bytes of all tensors
+  double bytes_per_token = 0;  // weights read to generate one token (embedding: one row)
+  double flops_per_token = 0;  // 2 x multiply-adds of the weight matrices (attention excluded)
+  double attn_flops_per_ctx = 0;  // extra FLOPs per token per cached position (q.k and p.v)
+  double kv_bytes_per_token = 0;  // KV cache bytes per cached position
+  std::string type_label;      // the dominant tensor type, e.g. "q4_0"
+  double n_params = 0;
+};
+
+ModelCost model_cost(const nlohmann::json& describe);
+// Read bandwidth in GB/s over a buffer much larger than the caches, read by n_threads threads
+// (best of a few passes).
+double measure_read_bandwidth(int n_threads);
+
+}  // namespace kestrel::cli
