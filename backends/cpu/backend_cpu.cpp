@@ -23,6 +23,12 @@ class CpuBackend final : public HostBackend {
         cpu::matmul(n, pool_);
         continue;
       }
+#if defined(__x86_64__)
+      if (n.op == Op::ATTENTION && cpu::has_avx2_fma() && cpu::attention_supported(n)) {
+        cpu::attention(n, pool_);
+        continue;
+      }
+#endif
       if (n.op == Op::MATMUL_ID) {
         cpu::matmul_id(n, pool_);
         continue;

@@ -51,7 +51,8 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
   std::mt19937 rng(3);
   for (DType type : kAllTypes) {
     const int64_t bs = dtype_info(type).block_size;
-    const int64_t Ks[] = {bs == 1 ? 37 : bs, bs == 1 ? 256 : 2 * bs * (bs == 32 ? 4 : 1)};
+    // One block, several, and an odd count of blocks (288 = 9 x 32, 768 = 3 x 256).
+    const int64_t Ks[] = {bs == 1 ? 37 : bs, bs == 1 ? 256 : 2 * bs * (bs == 32 ? 4 : 1), bs == 1 ? 300 : 3 * bs * (bs == 32 ? 3 : 1)};
     for (int64_t K : Ks) {
       for (int64_t N : {1, 7, 33}) {
         for (int64_t M : {1, 5, 17}) {
@@ -102,10 +103,11 @@ TEST_CASE("ROPE: normal and neox, partial rotation, frequency factors, YaRN") {
 TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-cap") {
   std::mt19937 rng(5);
   for (DType cache_type : {DType::F16, DType::F32}) {
-    for (int variant = 0; variant < 4; ++variant) {
+    // variants 4-7: one token (decode splits heads, not tokens) and a head size with a scalar tail.
+    for (int variant = 0; variant < 8; ++variant) {
       Case c;
       c.name = std::string("attention ") + dtype_name(cache_type) + " variant " + std::to_string(variant);
-      const int64_t hd = 32, nh = 8, nkv = 2, T = 6, cells = 23;
+      const int64_t hd = variant < 4 ? 32 : 36, nh = 8, nkv = 2, T = variant < 4 ? 6 : 1, cells = 23;
       Tensor kc = c.buf.tensor(cache_type, hd * nkv, cells), vc = c.buf.tensor(cache_type, hd * nkv, cells);
       fill_random(kc, rng);
       fill_random(vc, rng);
@@ -118,6 +120,7 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
       }
       c.i32a = {17, 18, 19, 20, 21, 22};  // slots
       std::vector<int32_t> tok_pos = {9, 10, 11, 9, 10, 12}, tok_seq = {0, 0, 0, 1, 1, 1};
+      c.i32a.resize(T), tok_pos.resize(T), tok_seq.resize(T);
       for (int t = 0; t < T; ++t) {
         c.i32b[c.i32a[t]] = tok_pos[t];
         c.u64[c.i32a[t]] = uint64_t{1} << tok_seq[t];
@@ -130,13 +133,13 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
       c.g.add(Op::KV_STORE, kct, kct, k).aux = c.i32a.data();
       c.g.add(Op::KV_STORE, vct, vct, v).aux = c.i32a.data();
       Tensor* q = input(c, DType::F32, rng, hd, nh, T);
-      Tensor* sinks = variant == 2 ? input(c, DType::F32, rng, nh) : nullptr;
+      Tensor* sinks = variant % 4 == 2 ? input(c, DType::F32, rng, nh) : nullptr;
       Tensor* dst = output(c, hd, nh, T);
       Node& n = c.g.add(Op::ATTENTION, dst, q, kct, vct, sinks);
       n.aux = &c.attn;
       n.fp[0] = 0.3f;
-      n.fp[1] = variant == 3 ? 5.0f : 0.0f;
-      n.ip[0] = variant == 1 ? 3 : 0;
+      n.fp[1] = variant % 4 == 3 ? 5.0f : 0.0f;
+      n.ip[0] = variant % 4 == 1 ? 3 : 0;
       c.outputs.push_back(kct);
       c.outputs.push_back(vct);
       check_case(c, 1e-5, 1e-4);

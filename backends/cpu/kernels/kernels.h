@@ -6,5 +6,8 @@
 namespace kestrel::cpu {
 
 void matmul(const Node& n, ThreadPool& pool);
+// ATTENTION over an F16 or F32 cache (AVX2; check has_avx2_fma() and attention_supported()).
+bool attention_supported(const Node& n);
+void attention(const Node& n, ThreadPool& pool);
 
 }  // namespace kestrel::cpu

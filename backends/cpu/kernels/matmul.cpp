@@ -1,5 +1,6 @@
 // MATMUL on the CPU. Quantized weights take the integer path of qgemm.h when the CPU has AVX2:
-// activations are quantized once per call, then each thread unpacks a chunk of its weight rows
+// activations are quantized once per call; for decode, Q4_0/Q8_0/Q4_K/Q6_K then go through fused
+// kernels that decode the blocks in registers; otherwise each thread unpacks a chunk of its weight rows
 // (read from memory once) and takes integer dot products with every activation column while the
 // chunk is in cache. Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an
 // L1-resident buffer and take FP32 dot products.
@@ -15,6 +16,7 @@ namespace kestrel::cpu {
 namespace {
 
 constexpr int64_t kRowChunk = 16;  // rows unpacked together: 16 x K bytes stays in L2
+constexpr int64_t kDirectMaxCols = 4;
 
 [[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
@@ -33,6 +35,17 @@ constexpr int64_t kRowChunk = 16;  // rows unpacked together: 16 x K bytes stays
     for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
   });
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
+  // Small batches (decode) take the fused kernels: they read the weights once and write nothing.
+  // Larger ones reuse each unpacked row across many columns, which measured faster (docs/PERF.md).
+  if (M <= kDirectMaxCols && qdirect_supports(w->type, K)) {
+    pool.run([&](int ith, int nth) {
+      int64_t r0, r1;
+      ThreadPool::split(N, ith, nth, &r0, &r1);
+      qdirect_dot(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r0, r1, acts, M,
+                  n.dst->f32(0), y_stride);
+    });
+    return;
+  }
   pool.run([&](int ith, int nth) {
     thread_local UnpackedRows wu;
     wu.resize(kRowChunk, K);

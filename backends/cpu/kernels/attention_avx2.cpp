@@ -1,0 +1,144 @@
+// ATTENTION on the CPU (AVX2/FMA/F16C): the reference's semantics (F16-rounded queries and
+// probabilities for an F16 cache, sinks, soft-capping, sliding window) with SIMD dot products and
+// FP32 accumulation. Work is split by token, round-robin, so a causal prompt's long rows (the
+// last tokens) are spread over all threads.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "core/fp16.h"
+
+namespace kestrel::cpu {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <bool kF16>
+inline __m256 load8(const void* p, int64_t i) {
+  if constexpr (kF16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+  else
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+}
+
+template <bool kF16>
+inline float load1(const void* p, int64_t i) {
+  if constexpr (kF16) return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
+  else return static_cast<const float*>(p)[i];
+}
+
+template <bool kF16>
+float dot(const float* q, const void* k, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t d = 0;
+  for (; d + 16 <= n; d += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<kF16>(k, d), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load8<kF16>(k, d + 8), a1);
+  }
+  for (; d + 8 <= n; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<kF16>(k, d), a0);
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; d < n; ++d) s += q[d] * load1<kF16>(k, d);
+  return s;
+}
+
+template <bool kF16>
+void axpy(float p, const void* v, float* acc, int64_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, load8<kF16>(v, d), _mm256_loadu_ps(acc + d)));
+  for (; d < n; ++d) acc[d] += p * load1<kF16>(v, d);
+}
+
+template <bool kKF16, bool kVF16>
+void attend_token(const Node& n, int64_t t, int64_t h0, int64_t h1, std::vector<float>& qr, std::vector<float>& scores,
+                  std::vector<float>& acc) {
+  const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2], *sinks = n.src[3];
+  const AttentionBatch& b = *static_cast<const AttentionBatch*>(n.aux);
+  const int64_t hd_k = q->ne[0], n_head = q->ne[1], hd_v = n.dst->ne[0];
+  const int64_t group = n_head / (kc->ne[0] / hd_k);
+  const float scale = n.fp[0], softcap = n.fp[1];
+  const int32_t window = n.ip[0];
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t kvh = h / group;
+    const float* qp = q->f32(h, t);
+    for (int64_t d = 0; d < hd_k; ++d) qr[static_cast<size_t>(d)] = kKF16 ? round_fp16(qp[d]) : qp[d];
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int32_t c = 0; c < b.n_cells; ++c) {
+      if (!b.visible(static_cast<int32_t>(t), c, window)) {
+        scores[static_cast<size_t>(c)] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      const void* krow = kc->row(c) + static_cast<size_t>(kvh * hd_k) * (kKF16 ? 2 : 4);
+      float s = dot<kKF16>(qr.data(), krow, hd_k);
+      s = softcap > 0 ? softcap * std::tanh(s * scale / softcap) : s * scale;
+      scores[static_cast<size_t>(c)] = s;
+      mx = std::max(mx, s);
+    }
+    const float sink = sinks ? static_cast<const float*>(sinks->data)[h] : -INFINITY;
+    mx = std::max(mx, sink);
+    float sum = sinks ? std::exp(sink - mx) : 0.0f;
+    for (int32_t c = 0; c < b.n_cells; ++c) {
+      float& s = scores[static_cast<size_t>(c)];
+      s = std::isinf(s) ? 0.0f : std::exp(s - mx);
+      sum += s;
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+    for (int32_t c = 0; c < b.n_cells; ++c) {
+      const float e = scores[static_cast<size_t>(c)];
+      if (e == 0.0f) continue;
+      float p = e * inv;
+      if (kVF16) p = round_fp16(p);
+      const void* vrow = vc->row(c) + static_cast<size_t>(kvh * hd_v) * (kVF16 ? 2 : 4);
+      axpy<kVF16>(p, vrow, acc.data(), hd_v);
+    }
+    float* out = n.dst->f32(h, t);
+    for (int64_t d = 0; d < hd_v; ++d) out[d] = acc[static_cast<size_t>(d)];
+  }
+}
+
+}  // namespace
+
+bool attention_supported(const Node& n) {
+  auto ok = [](DType t) { return t == DType::F16 || t == DType::F32; };
+  return ok(n.src[1]->type) && ok(n.src[2]->type) && n.aux != nullptr;
+}
+
+void attention(const Node& n, ThreadPool& pool) {
+  const bool kf16 = n.src[1]->type == DType::F16, vf16 = n.src[2]->type == DType::F16;
+  const int64_t T = n.src[0]->ne[2];
+  const auto* b = static_cast<const AttentionBatch*>(n.aux);
+  const int64_t n_head = n.src[0]->ne[1];
+  pool.run([&](int ith, int nth) {
+    std::vector<float> qr(static_cast<size_t>(n.src[0]->ne[0])), scores(static_cast<size_t>(b->n_cells)),
+        acc(static_cast<size_t>(n.dst->ne[0]));
+    auto attend = [&](int64_t t, int64_t h0, int64_t h1) {
+      if (kf16 && vf16) attend_token<true, true>(n, t, h0, h1, qr, scores, acc);
+      else if (kf16) attend_token<true, false>(n, t, h0, h1, qr, scores, acc);
+      else if (vf16) attend_token<false, true>(n, t, h0, h1, qr, scores, acc);
+      else attend_token<false, false>(n, t, h0, h1, qr, scores, acc);
+    };
+    if (T >= nth) {
+      for (int64_t t = ith; t < T; t += nth) attend(t, 0, n_head);
+    } else {  // decode: split the heads instead
+      int64_t h0, h1;
+      ThreadPool::split(n_head, ith, nth, &h0, &h1);
+      for (int64_t t = 0; t < T; ++t)
+        if (h0 < h1) attend(t, h0, h1);
+    }
+  });
+}
+
+}  // namespace kestrel::cpu
+#endif

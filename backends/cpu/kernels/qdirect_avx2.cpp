@@ -1,0 +1,212 @@
+// Fused integer dot products for the most common weight types (AVX2): the packed blocks are
+// decoded in registers and multiplied with the quantized activations directly, for up to four
+// activation columns per pass over a weight row. Decode reads each weight byte exactly once and
+// writes nothing back, so it can run at memory speed; the canonical-unpack path (qgemm.h) stays
+// for the other types.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backends/cpu/kernels/qgemm.h"
+#include "backends/ref/quant_blocks.h"
+
+namespace kestrel::cpu {
+namespace {
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 32 unsigned 4-bit codes (GGML's Q4_0 order: low nibbles are values 0-15, high 16-31).
+inline __m256i nibbles_q4_0(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+// Eight int32 sums of u8 x s8 products of 32 values.
+inline __m256i dot_u8s8(__m256i w, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+// Q4_0 x Q8_0:  sum_u dw dx sum((q - 8) qx) = sum_u dw (dx sum(q qx) - 8 (xs[2u] + xs[2u+1])).
+template <int NC>
+void rows_q4_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const auto* b = reinterpret_cast<const block_q4_0*>(w);
+  const int64_t nb = K / 32;
+  __m256 acc[NC];
+  float corr[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), corr[c] = 0;
+  for (int64_t u = 0; u < nb; ++u) {
+    const __m256i q = nibbles_q4_0(b[u].qs);
+    const float dw = f16(b[u].d);
+    for (int c = 0; c < NC; ++c) {
+      const int64_t col = c0 + c;
+      const __m256i qx = load32(x.q.data() + col * K + 32 * u);
+      const float dx = x.dx[static_cast<size_t>(col * nb + u)];
+      const float* xs = x.xs.data() + col * (K / 16) + 2 * u;
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(q, qx)), _mm256_set1_ps(dw * dx), acc[c]);
+      corr[c] += dw * (xs[0] + xs[1]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - 8.0f * corr[c];
+}
+
+// Q8_0 x Q8_0: signed x signed through |w| and sign(x, w).
+template <int NC>
+void rows_q8_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const auto* b = reinterpret_cast<const block_q8_0*>(w);
+  const int64_t nb = K / 32;
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t u = 0; u < nb; ++u) {
+    const __m256i q = load32(b[u].qs);
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    const float dw = f16(b[u].d);
+    for (int c = 0; c < NC; ++c) {
+      const int64_t col = c0 + c;
+      const __m256i qx = _mm256_sign_epi8(load32(x.q.data() + col * K + 32 * u), q);
+      const float dx = x.dx[static_cast<size_t>(col * nb + u)];
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(aq, qx)), _mm256_set1_ps(dw * dx), acc[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]);
+}
+
+// Q4_K x Q8_K: per super-block  d dx sum_j sc_j sum(q qx)  -  dmin sum_j m_j (xs[2j] + xs[2j+1]).
+template <int NC>
+void rows_q4_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const auto* b = reinterpret_cast<const block_q4_K*>(w);
+  const int64_t nsb = K / QK_K;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NC];
+  float mins[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), mins[c] = 0;
+  for (int64_t s = 0; s < nsb; ++s) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b[s].scales, &sc[j], &mn[j]);
+    const float d = f16(b[s].d), dmin = f16(b[s].dmin);
+    __m256i isum[NC];
+    for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i raw = load32(b[s].qs + 32 * j);
+      const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* qx = x.q.data() + (c0 + c) * K + s * QK_K + 64 * j;
+        const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(qx)), slo);
+        const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(qx + 32)), shi);
+        isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(plo, phi));
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      const int64_t col = c0 + c;
+      const float dx = x.dx[static_cast<size_t>(col * (K / 32) + s * 8)];
+      const float* xs = x.xs.data() + col * (K / 16) + s * 16;
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * dx), acc[c]);
+      float m = 0;
+      for (int j = 0; j < 8; ++j) m += static_cast<float>(mn[j]) * (xs[2 * j] + xs[2 * j + 1]);
+      mins[c] += dmin * m;
+    }
+  }
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - mins[c];
+}
+
+// Q6_K x Q8_K: 6-bit codes q - 32 (q in [0, 63]) with an int8 scale per 16 values:
+//   d dx sum_g sc_g sum(q qx)  -  32 d sum_g sc_g sum(qx)   (the second term from xs).
+template <int NC>
+void rows_q6_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const auto* b = reinterpret_cast<const block_q6_K*>(w);
+  const int64_t nsb = K / QK_K;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  __m256 acc[NC];
+  float offs[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), offs[c] = 0;
+  for (int64_t s = 0; s < nsb; ++s) {
+    const float d = f16(b[s].d);
+    const int8_t* sc = b[s].scales;
+    __m256i isum[NC];
+    for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {  // two halves of 128 values
+      const uint8_t* ql = b[s].ql + 64 * h;
+      const uint8_t* qh = b[s].qh + 32 * h;
+      const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
+      // Values 32i .. 32i+31 of this half, i = 0..3.
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      for (int i = 0; i < 4; ++i) {
+        // Scales of the two 16-value groups of these 32 values, 8 copies each (lanes 0-3, 4-7).
+        const int g = 8 * h + 2 * i;
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        for (int c = 0; c < NC; ++c) {
+          const int8_t* qx = x.q.data() + (c0 + c) * K + s * QK_K + 128 * h + 32 * i;
+          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], load32(qx)), scv));
+        }
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      const int64_t col = c0 + c;
+      const float dx = x.dx[static_cast<size_t>(col * (K / 32) + s * 8)];
+      const float* xs = x.xs.data() + col * (K / 16) + s * 16;
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * dx), acc[c]);
+      float o = 0;
+      for (int g = 0; g < 16; ++g) o += static_cast<float>(sc[g]) * xs[g];
+      offs[c] += 32.0f * d * o;
+    }
+  }
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - offs[c];
+}
+
+using RowsFn = void (*)(const uint8_t*, int64_t, const QuantizedActs&, int64_t, float*, int64_t);
+
+#define KS_DIRECT_TABLE(fn) {fn<1>, fn<2>, fn<3>, fn<4>}
+const RowsFn* table_for(DType t) {
+  static const RowsFn q4_0[4] = KS_DIRECT_TABLE(rows_q4_0);
+  static const RowsFn q8_0[4] = KS_DIRECT_TABLE(rows_q8_0);
+  static const RowsFn q4_k[4] = KS_DIRECT_TABLE(rows_q4_k);
+  static const RowsFn q6_k[4] = KS_DIRECT_TABLE(rows_q6_k);
+  switch (t) {
+    case DType::Q4_0: return q4_0;
+    case DType::Q8_0: return q8_0;
+    case DType::Q4_K: return q4_k;
+    case DType::Q6_K: return q6_k;
+    default: return nullptr;
+  }
+}
+#undef KS_DIRECT_TABLE
+
+}  // namespace
+
+bool qdirect_supports(DType w, int64_t K) { return table_for(w) && K % dtype_info(w).block_size == 0; }
+
+void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
+                 int64_t n_cols, float* y, int64_t y_stride) {
+  const RowsFn* fns = table_for(w);
+  // Columns in groups of four; inside a group the rows of [r0, r1) in blocks of 16, so a group's
+  // activations and a block of weight rows both stay in L1/L2.
+  constexpr int64_t kRows = 16;
+  for (int64_t rb = r0; rb < r1; rb += kRows) {
+    const int64_t re = std::min(r1, rb + kRows);
+    for (int64_t c = 0; c < n_cols; c += 4) {
+      const int nc = static_cast<int>(std::min<int64_t>(4, n_cols - c));
+      for (int64_t r = rb; r < re; ++r) fns[nc - 1](data + r * row_bytes, x.K, x, c, y + r, y_stride);
+    }
+  }
+}
+
+}  // namespace kestrel::cpu
+#endif
