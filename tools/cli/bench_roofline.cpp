@@ -32,8 +32,14 @@ ModelCost model_cost(const nlohmann::json& d) {
       continue;
     }
     if (name == "output.weight") has_output = true;
-    c.bytes_per_token += bytes;
-    if (shape.size() >= 2) c.flops_per_token += 2 * elems;
+    // Routed experts (3-D *_exps tensors): a token reads only the n_expert_used it was sent to.
+    double share = 1;
+    if (shape.size() == 3 && name.find("_exps") != std::string::npos && hp.contains("moe")) {
+      const double used = hp["moe"].value("n_expert_used", 0.0), total = hp["moe"].value("n_expert", 0.0);
+      if (used > 0 && total > 0) share = used / total;
+    }
+    c.bytes_per_token += share * bytes;
+    if (shape.size() >= 2) c.flops_per_token += 2 * elems * share;
   }
   c.bytes_per_token += embd_row;
   if (!has_output) {  // tied embeddings: the output head reads the whole embedding matrix

@@ -8,7 +8,7 @@ namespace kestrel::cli {
 
 struct ModelCost {
   double weight_bytes = 0;     // file bytes of all tensors
-  double bytes_per_token = 0;  // weights read to generate one token (embedding: one row)
+  double bytes_per_token = 0;  // weights read per generated token (embedding: one row; experts: the used share)
   double flops_per_token = 0;  // 2 x multiply-adds of the weight matrices (attention excluded)
   double attn_flops_per_ctx = 0;  // extra FLOPs per token per cached position (q.k and p.v)
   double kv_bytes_per_token = 0;  // KV cache bytes per cached position

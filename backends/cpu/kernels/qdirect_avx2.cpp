@@ -7,6 +7,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/ref/quant_blocks.h"
@@ -38,26 +40,94 @@ inline __m256i dot_u8s8(__m256i w, __m256i x) {
 }
 
 // Q4_0 x Q8_0:  sum_u dw dx sum((q - 8) qx) = sum_u dw (dx sum(q qx) - 8 (xs[2u] + xs[2u+1])).
+// Blocks go eight at a time: two blocks' nibbles share one register (low nibbles of both, then
+// high nibbles of both), against activations permuted to match once per call (PermutedActs);
+// three hadds leave the eight blocks' integer sums in the order kOrder, and one gather fetches
+// their eight fp16 scales in the same order. About 8 instructions per block instead of ~20.
+constexpr int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+struct PermutedActs {
+  int64_t n8 = 0;           // groups of 8 blocks per column
+  std::vector<int8_t> q;    // [cols][n8][4 pairs][lo halves of both | hi halves of both]
+  std::vector<float> dx;    // [cols][n8][8] in kOrder
+  std::vector<float> xsum;  // [cols][n8][8] in kOrder: dx * sum(qx) of the block
+  void build(const QuantizedActs& x, int64_t n_cols) {
+    const int64_t K = x.K, nb = K / 32;
+    n8 = nb / 8;
+    q.resize(static_cast<size_t>(n_cols * n8 * 256));
+    dx.resize(static_cast<size_t>(n_cols * n8 * 8));
+    xsum.resize(dx.size());
+    for (int64_t c = 0; c < n_cols; ++c)
+      for (int64_t g = 0; g < n8; ++g) {
+        const int8_t* src = x.q.data() + c * K + g * 256;
+        int8_t* dst = q.data() + (c * n8 + g) * 256;
+        for (int p = 0; p < 4; ++p)
+          for (int half = 0; half < 2; ++half)
+            for (int blk = 0; blk < 2; ++blk)
+              std::memcpy(dst + 64 * p + 32 * half + 16 * blk, src + 32 * (2 * p + blk) + 16 * half, 16);
+        for (int i = 0; i < 8; ++i) {
+          const int64_t u = 8 * g + kOrder[i];
+          dx[static_cast<size_t>((c * n8 + g) * 8 + i)] = x.dx[static_cast<size_t>(c * nb + u)];
+          const float* xs = x.xs.data() + c * (K / 16) + 2 * u;
+          xsum[static_cast<size_t>((c * n8 + g) * 8 + i)] = xs[0] + xs[1];
+        }
+      }
+  }
+};
+
+thread_local PermutedActs tl_q4_acts;
+
 template <int NC>
 void rows_q4_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const auto* b = reinterpret_cast<const block_q4_0*>(w);
-  const int64_t nb = K / 32;
-  __m256 acc[NC];
-  float corr[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), corr[c] = 0;
-  for (int64_t u = 0; u < nb; ++u) {
-    const __m256i q = nibbles_q4_0(b[u].qs);
-    const float dw = f16(b[u].d);
+  const PermutedActs& px = tl_q4_acts;
+  const int64_t nb = K / 32, n8 = px.n8;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i gather_idx = _mm256_setr_epi32(0, 36, 72, 108, 18, 54, 90, 126);  // 18 * kOrder
+  __m256 acc[NC], corr[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), corr[c] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < n8; ++g) {
+    const block_q4_0* bg = b + 8 * g;
+    __m256i h[2][NC];
+    for (int pp = 0; pp < 2; ++pp) {
+      __m256i v[2][NC];
+      for (int k = 0; k < 2; ++k) {
+        const int p = 2 * pp + k;
+        const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg[2 * p + 1].qs)),
+                                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg[2 * p].qs)));
+        const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        for (int c = 0; c < NC; ++c) {
+          const int8_t* xq = px.q.data() + ((c0 + c) * n8 + g) * 256 + 64 * p;
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(xq)),
+                                               _mm256_maddubs_epi16(hi, load32(xq + 32)));
+          v[k][c] = _mm256_madd_epi16(s16, ones);
+        }
+      }
+      for (int c = 0; c < NC; ++c) h[pp][c] = _mm256_hadd_epi32(v[0][c], v[1][c]);
+    }
+    // The eight fp16 scales, in kOrder.
+    __m256i d32 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bg), gather_idx, 1);
+    d32 = _mm256_and_si256(d32, _mm256_set1_epi32(0xFFFF));
+    const __m256i d16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(d32, d32), 0x08);
+    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
     for (int c = 0; c < NC; ++c) {
-      const int64_t col = c0 + c;
-      const __m256i qx = load32(x.q.data() + col * K + 32 * u);
-      const float dx = x.dx[static_cast<size_t>(col * nb + u)];
-      const float* xs = x.xs.data() + col * (K / 16) + 2 * u;
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(q, qx)), _mm256_set1_ps(dw * dx), acc[c]);
-      corr[c] += dw * (xs[0] + xs[1]);
+      const size_t o = static_cast<size_t>(((c0 + c) * n8 + g) * 8);
+      const __m256 t = _mm256_cvtepi32_ps(_mm256_hadd_epi32(h[0][c], h[1][c]));
+      acc[c] = _mm256_fmadd_ps(t, _mm256_mul_ps(dw, _mm256_loadu_ps(px.dx.data() + o)), acc[c]);
+      corr[c] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(px.xsum.data() + o), corr[c]);
     }
   }
-  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - 8.0f * corr[c];
+  for (int c = 0; c < NC; ++c) {
+    const int64_t col = c0 + c;
+    float r = hsum(acc[c]) - 8.0f * hsum(corr[c]);
+    for (int64_t u = 8 * n8; u < nb; ++u) {  // the last nb % 8 blocks
+      const __m256i qx = load32(x.q.data() + col * K + 32 * u);
+      const float dw = f16(b[u].d), dx = x.dx[static_cast<size_t>(col * nb + u)];
+      const float* xs = x.xs.data() + col * (K / 16) + 2 * u;
+      r += dw * (dx * hsum(_mm256_cvtepi32_ps(dot_u8s8(nibbles_q4_0(b[u].qs), qx))) - 8.0f * (xs[0] + xs[1]));
+    }
+    y[col * y_stride] = r;
+  }
 }
 
 // Q8_0 x Q8_0: signed x signed through |w| and sign(x, w).
@@ -196,6 +266,7 @@ bool qdirect_supports(DType w, int64_t K) { return table_for(w) && K % dtype_inf
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride) {
   const RowsFn* fns = table_for(w);
+  if (w == DType::Q4_0) tl_q4_acts.build(x, n_cols);
   // Columns in groups of four; inside a group the rows of [r0, r1) in blocks of 16, so a group's
   // activations and a block of weight rows both stay in L1/L2.
   constexpr int64_t kRows = 16;
