@@ -152,24 +152,53 @@ void rows_q8_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
 }
 
 // Q4_K x Q8_K: per super-block  d dx sum_j sc_j sum(q qx)  -  dmin sum_j m_j (xs[2j] + xs[2j+1]).
+// The twelve scale bytes are unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
+// bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7);
+// each sub-block's scale reaches the int16 lanes with one shuffle, and the mins term is one FMA
+// of eight mins against the eight pair sums of the activations' block sums.
+struct Q4kScales {
+  uint32_t sc[2], mn[2];  // eight 6-bit scales, eight 6-bit mins, one per byte
+  explicit Q4kScales(const uint8_t* q) {
+    uint32_t w[3];
+    std::memcpy(w, q, 12);
+    constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    sc[0] = w[0] & k6;
+    sc[1] = (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
+    mn[0] = w[1] & k6;
+    mn[1] = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
+  }
+};
+
+// Pair sums xs[2j] + xs[2j+1], j = 0..7, in order.
+inline __m256 pair_sums(const float* xs) {
+  const __m256 h = _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // 0 1 4 5 | 2 3 6 7
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
+}
+
 template <int NC>
 void rows_q4_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const auto* b = reinterpret_cast<const block_q4_K*>(w);
   const int64_t nsb = K / QK_K;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[NC];
-  float mins[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), mins[c] = 0;
+  __m256 acc[NC], mins[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), mins[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b[s].scales, &sc[j], &mn[j]);
+    const Q4kScales sm(b[s].scales);
+    const __m256i sc = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sm.sc[1]), static_cast<int>(sm.sc[0]))));
     const float d = f16(b[s].d), dmin = f16(b[s].dmin);
+    const __m256 mn = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sm.mn[1]), static_cast<int>(sm.mn[0])))),
+        _mm256_set1_ps(dmin));
     __m256i isum[NC];
     for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i raw = load32(b[s].qs + 32 * j);
       const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-      const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
+      // int16 element k of sc into every lane: shuffle bytes 2k, 2k+1.
+      const __m256i slo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<int16_t>((4 * j + 1) << 8 | 4 * j)));
+      const __m256i shi =
+          _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<int16_t>((4 * j + 3) << 8 | (4 * j + 2))));
       for (int c = 0; c < NC; ++c) {
         const int8_t* qx = x.q.data() + (c0 + c) * K + s * QK_K + 64 * j;
         const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(qx)), slo);
@@ -180,14 +209,11 @@ void rows_q4_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
     for (int c = 0; c < NC; ++c) {
       const int64_t col = c0 + c;
       const float dx = x.dx[static_cast<size_t>(col * (K / 32) + s * 8)];
-      const float* xs = x.xs.data() + col * (K / 16) + s * 16;
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * dx), acc[c]);
-      float m = 0;
-      for (int j = 0; j < 8; ++j) m += static_cast<float>(mn[j]) * (xs[2 * j] + xs[2 * j + 1]);
-      mins[c] += dmin * m;
+      mins[c] = _mm256_fmadd_ps(mn, pair_sums(x.xs.data() + col * (K / 16) + s * 16), mins[c]);
     }
   }
-  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - mins[c];
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - hsum(mins[c]);
 }
 
 // Q6_K x Q8_K: 6-bit codes q - 32 (q in [0, 63]) with an int8 scale per 16 values:
