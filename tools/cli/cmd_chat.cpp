@@ -2,12 +2,13 @@
 // Replies stream as they are generated; each turn only the new tokens are processed (the KV
 // cache is kept between turns). Ctrl-C stops a reply; Ctrl-C at the prompt (or a second one while
 // the reply is stopping) exits.
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -39,21 +40,39 @@ void install_sigint() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-// One line from stdin without the newline; nullopt at end of input or on Ctrl-C.
+// One line from stdin without the newline; nullopt at end of input or on Ctrl-C. SIGINT stays
+// blocked except inside ppoll(), so a Ctrl-C that lands just before the wait cannot be lost.
 std::optional<std::string> read_line() {
+  sigset_t block, open;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &open);
+  sigdelset(&open, SIGINT);
   std::string line;
-  char c;
+  std::optional<std::string> result;
   for (;;) {
+    if (g_interrupted_at_prompt.load()) break;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (ppoll(&p, 1, nullptr, &open) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    char c;
     const ssize_t n = ::read(STDIN_FILENO, &c, 1);
     if (n == 1) {
-      if (c == '\n') return line;
+      if (c == '\n') {
+        result = line;
+        break;
+      }
       line.push_back(c);
       continue;
     }
-    if (n < 0 && errno == EINTR && !g_interrupted_at_prompt.load()) continue;
-    if (n == 0 && !line.empty()) return line;
-    return std::nullopt;
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 && !line.empty()) result = line;
+    break;
   }
+  pthread_sigmask(SIG_UNBLOCK, &block, nullptr);
+  return result;
 }
 
 const char* kHelp =
@@ -100,19 +119,11 @@ void print_stats(const ChatTurnStats& s) {
 
 int cmd_chat(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict", "--temp", "--top-k",
-                           "--top-p", "--min-p", "--seed", "--repeat-penalty"});
+  opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
+  opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict"});
   Args a(argc, argv, opts, {"--stats"});
   a.required("--model");
-  kestrel_sampler_options so;
-  kestrel_sampler_options_init(&so);
-  so.temperature = static_cast<float>(a.number("--temp", so.temperature));
-  so.top_k = static_cast<int32_t>(a.integer("--top-k", so.top_k));
-  so.top_p = static_cast<float>(a.number("--top-p", so.top_p));
-  so.min_p = static_cast<float>(a.number("--min-p", so.min_p));
-  so.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", so.repeat_penalty));
-  so.seed = a.has("--seed") ? static_cast<uint64_t>(a.integer("--seed", 0))
-                            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const kestrel_sampler_options so = sampler_options_from_args(a);
   const long long n_ctx_arg = a.integer("--ctx-size", 0);
   const int32_t max_reply = static_cast<int32_t>(a.integer("--n-predict", -1));
   const std::string tmpl = a.has("--chat-template") ? read_file(a.str("--chat-template")) : "";
