@@ -26,20 +26,12 @@ Tensor* forward(Builder& b) {
   MoeOptions moe;
   moe.gating = ExpertGating::SOFTMAX_CHOSEN;
   moe.activation = ExpertActivation::SWIGLU_OAI;  // alpha 1.702, limit 7
-  Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
-  for (int l = 0; l < h.n_layer; ++l) {
-    const LayerWeights& lw = b.w().layers[l];
+  auto attention = [&](int l) {
     AttentionOptions ao;  // scale 1/sqrt(head_dim); sinks from lw
     ao.window = l % 2 == 0 ? h.sliding_window : 0;
-    Tensor* attn = b.self_attention(l, b.rms_norm(x, lw.attn_norm), lw, ao);  // [n_embd, T]
-    if (l == h.n_layer - 1) {
-      attn = b.select_outputs(attn);
-      x = b.select_outputs(x);
-    }
-    x = b.add(x, attn);
-    x = b.add(x, b.moe_ffn(b.rms_norm(x, lw.ffn_norm), lw, moe));  // [n_embd, T]
-  }
-  return b.output_logits(x);  // [n_vocab, n_outputs]
+    return ao;
+  };
+  return b.pre_norm_decoder(attention, [&](Tensor* x, const LayerWeights& lw) { return b.moe_ffn(x, lw, moe); });
 }
 
 using gguf::Value;

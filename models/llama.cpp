@@ -26,22 +26,11 @@ Status bind(const Model& m, ModelWeights& w) {
 }
 
 Tensor* forward(Builder& b) {
-  const HParams& h = b.hp();
   MoeOptions moe;  // Mixtral: softmax over the experts, the chosen two renormalised
   moe.norm_weights = true;
-  Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
-  for (int l = 0; l < h.n_layer; ++l) {
-    const LayerWeights& lw = b.w().layers[l];
-    Tensor* attn = b.self_attention(l, b.rms_norm(x, lw.attn_norm), lw, {});  // [n_embd, T]
-    if (l == h.n_layer - 1) {  // only the rows whose logits are wanted go on
-      attn = b.select_outputs(attn);
-      x = b.select_outputs(x);
-    }
-    x = b.add(x, attn);
-    Tensor* n = b.rms_norm(x, lw.ffn_norm);
-    x = b.add(x, lw.ffn_gate_inp ? b.moe_ffn(n, lw, moe) : b.swiglu_ffn(n, lw.ffn_gate, lw.ffn_up, lw.ffn_down));
-  }
-  return b.output_logits(x);  // [n_vocab, n_outputs]
+  return b.pre_norm_decoder({}, [&](Tensor* x, const LayerWeights& lw) {
+    return lw.ffn_gate_inp ? b.moe_ffn(x, lw, moe) : b.dense_ffn(x, lw);
+  });
 }
 
 using gguf::Value;

@@ -19,19 +19,8 @@ Status bind(const Model& m, ModelWeights& w) {
 }
 
 Tensor* forward(Builder& b) {
-  const HParams& h = b.hp();
-  Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
-  for (int l = 0; l < h.n_layer; ++l) {
-    const LayerWeights& lw = b.w().layers[l];
-    Tensor* attn = b.self_attention(l, b.rms_norm(x, lw.attn_norm), lw, {});  // [n_embd, T], biases from lw
-    if (l == h.n_layer - 1) {
-      attn = b.select_outputs(attn);
-      x = b.select_outputs(x);
-    }
-    x = b.add(x, attn);
-    x = b.add(x, b.swiglu_ffn(b.rms_norm(x, lw.ffn_norm), lw.ffn_gate, lw.ffn_up, lw.ffn_down));
-  }
-  return b.output_logits(x);  // [n_vocab, n_outputs]
+  // q/k/v biases come from the layer weights.
+  return b.pre_norm_decoder({}, [&](Tensor* x, const LayerWeights& lw) { return b.dense_ffn(x, lw); });
 }
 
 using gguf::Value;

@@ -21,22 +21,10 @@ Status bind(const Model& m, ModelWeights& w) {
 }
 
 Tensor* forward(Builder& b) {
-  const HParams& h = b.hp();
   MoeOptions moe;
   moe.gating = ExpertGating::SOFTMAX;
   moe.norm_weights = true;
-  Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
-  for (int l = 0; l < h.n_layer; ++l) {
-    const LayerWeights& lw = b.w().layers[l];
-    Tensor* attn = b.self_attention(l, b.rms_norm(x, lw.attn_norm), lw, {});  // [n_embd, T]
-    if (l == h.n_layer - 1) {
-      attn = b.select_outputs(attn);
-      x = b.select_outputs(x);
-    }
-    x = b.add(x, attn);
-    x = b.add(x, b.moe_ffn(b.rms_norm(x, lw.ffn_norm), lw, moe));  // [n_embd, T]
-  }
-  return b.output_logits(x);  // [n_vocab, n_outputs]
+  return b.pre_norm_decoder({}, [&](Tensor* x, const LayerWeights& lw) { return b.moe_ffn(x, lw, moe); });
 }
 
 using gguf::Value;

@@ -129,4 +129,21 @@ Tensor* Builder::output_logits(Tensor* x) {
   return logits;
 }
 
+Tensor* Builder::pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn) {
+  const HParams& h = hp();
+  Tensor* x = embed(w().tok_embd);  // [n_embd, T]
+  for (int l = 0; l < h.n_layer; ++l) {
+    const LayerWeights& lw = w().layers[l];
+    const AttentionOptions ao = attention_options ? attention_options(l) : AttentionOptions{};
+    Tensor* attn = self_attention(l, rms_norm(x, lw.attn_norm), lw, ao);  // [n_embd, T]
+    if (l == h.n_layer - 1) {  // only the rows whose logits are wanted go on
+      attn = select_outputs(attn);
+      x = select_outputs(x);
+    }
+    x = add(x, attn);
+    x = add(x, ffn(rms_norm(x, lw.ffn_norm), lw));  // [n_embd, T]
+  }
+  return output_logits(x);  // [n_vocab, n_outputs]
+}
+
 }  // namespace kestrel

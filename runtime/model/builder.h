@@ -1,6 +1,7 @@
 // Shared blocks for model files: each call adds nodes to the graph and returns the new tensor.
 // Model files describe *what* to compute; nothing here knows a backend or a quantization type.
 #pragma once
+#include <functional>
 #include <unordered_map>
 
 #include "kv/kv_cache.h"
@@ -84,6 +85,15 @@ class Builder {
   Tensor* select_outputs(Tensor* x);
   // Final norm and output matrix: [n_vocab, n_outputs].
   Tensor* output_logits(Tensor* x);
+
+  // The pre-norm residual decoder most models are, from embeddings to logits: per layer
+  //   x += self_attention(rms_norm(x, attn_norm)); x += ffn(rms_norm(x, ffn_norm), layer)
+  // with the rows pruned to the wanted outputs before the last layer's residuals.
+  using LayerAttention = std::function<AttentionOptions(int layer)>;  // empty: default options
+  using LayerFfn = std::function<Tensor*(Tensor* normed, const LayerWeights& lw)>;
+  Tensor* pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn);
+  // The dense SwiGLU FFN of a layer (ffn_gate, ffn_up, ffn_down), as a LayerFfn.
+  Tensor* dense_ffn(Tensor* x, const LayerWeights& lw) { return swiglu_ffn(x, lw.ffn_gate, lw.ffn_up, lw.ffn_down); }
 
  private:
   Tensor* input_i32(const int32_t* data, int64_t n);
