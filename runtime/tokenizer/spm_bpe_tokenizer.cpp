@@ -7,12 +7,11 @@
 
 #include "tokenizer/bpe_merge.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/spm_space.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
 namespace {
-
-constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581
 
 class SpmBpeTokenizer final : public Tokenizer {
  public:
@@ -32,27 +31,10 @@ class SpmBpeTokenizer final : public Tokenizer {
 
  protected:
   std::string decode_user_defined(const std::string& t) const override { return decode_normal(t); }
-  std::string decode_normal(const std::string& t) const override {
-    std::string out;
-    for (size_t i = 0; i < t.size();) {
-      if (t.compare(i, kSpace.size(), kSpace) == 0) {
-        out += ' ';
-        i += kSpace.size();
-      } else {
-        out += t[i++];
-      }
-    }
-    return out;
-  }
+  std::string decode_normal(const std::string& t) const override { return spm::unescape_spaces(t); }
 
   Status encode_fragment(std::string_view frag, bool after_special, std::vector<int32_t>& out) const override {
-    std::string text;
-    text.reserve(frag.size() + 8);
-    if (vocab_.add_space_prefix && after_special) text = kSpace;
-    for (char c : frag) {
-      if (c == ' ') text += kSpace;
-      else text += c;
-    }
+    const std::string text = spm::escape_spaces(frag, vocab_.add_space_prefix && after_special);
     std::vector<std::string_view> pieces;
     KS_RETURN_IF_ERROR(pre_.split(text, pieces));
     std::vector<BpeSymbol> syms;

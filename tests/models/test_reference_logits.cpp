@@ -10,6 +10,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/cpu_model.h"
 #include "common/testdata.h"
 #include "engine/context.h"
 #include "model/arch.h"
@@ -53,15 +54,8 @@ void check_reference(const std::string& name) {
   const std::string quant = ref["model_quant"].get<std::string>();
   const double tol = (quant == "f32" || quant == "f16") ? 0.05 : 0.3;
 
-  ModelLoadOptions lo;
-  lo.backend = "cpu";
-  auto model = Model::from_file(std::move(file.value()), lo);
-  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
-  ContextOptions co;
-  co.n_ctx = 512;
-  auto ctx = Context::create(*model.value(), co);
-  REQUIRE(ctx.ok());
-  Context& c = *ctx.value();
+  const test::CpuModel m = test::load_cpu_model(std::move(file.value()));
+  Context& c = *m.ctx;
 
   const std::vector<int32_t> prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
   std::unique_ptr<bool[]> want_arr(new bool[prompt.size()]);

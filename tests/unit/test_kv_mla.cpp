@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/cpu_model.h"
 #include "common/testdata.h"
 #include "engine/context.h"
 #include "kv/kv_cache.h"
@@ -51,17 +52,10 @@ TEST_CASE("deepseek2: the MLA cache holds latent + rope per token, smaller than 
   const int64_t k_mla = *f.get_int("deepseek2.attention.key_length_mla"), v_mla = *f.get_int("deepseek2.attention.value_length_mla");
   const uint64_t mla_per_token = n_layer * (kv_lora + rope) * 2;         // F16
   const uint64_t full_per_token = n_layer * n_head * (k_mla + v_mla) * 2;  // every head's K and V
-  ModelLoadOptions lo;
-  lo.backend = "cpu";
-  auto model = Model::from_file(std::move(file.value()), lo);
-  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
-  ContextOptions co;
-  co.n_ctx = 512;
-  auto ctx = Context::create(*model.value(), co);
-  REQUIRE(ctx.ok());
-  CHECK(ctx.value()->kv().bytes() == mla_per_token * 512);
-  CHECK(ctx.value()->kv().bytes() < full_per_token * 512);
-  const auto info = nlohmann::json::parse(model.value()->describe_json());
+  const test::CpuModel m = test::load_cpu_model(std::move(file.value()));
+  CHECK(m.ctx->kv().bytes() == mla_per_token * 512);
+  CHECK(m.ctx->kv().bytes() < full_per_token * 512);
+  const auto info = nlohmann::json::parse(m.model->describe_json());
   CHECK(info["memory"]["kv_bytes_per_token"] == mla_per_token);
   CHECK(info["memory"]["kv_bytes_per_token_full_kv"] == full_per_token);
   MESSAGE("deepseek2 KV bytes per token: MLA " << mla_per_token << ", full K/V " << full_per_token);

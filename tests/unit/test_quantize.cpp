@@ -23,6 +23,7 @@
 
 #include "backends/ref/quant_blocks.h"
 #include "backends/ref/quants.h"
+#include "common/cpu_model.h"
 #include "common/testdata.h"
 #include "engine/context.h"
 #include "model/arch.h"
@@ -373,17 +374,10 @@ TEST_CASE("quantize_file Q4_K_M of llama-gqa-f32 meets llama.cpp's Q4_K_M refere
     const auto ref = nlohmann::json::parse(test::read_text_file(ref_path));
     auto file = gguf::File::open(out);
     REQUIRE(file.ok());
-    ModelLoadOptions lo;
-    lo.backend = "cpu";
-    auto model = Model::from_file(std::move(file.value()), lo);
-    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
-    ContextOptions co;
-    co.n_ctx = 512;
-    auto ctx = Context::create(*model.value(), co);
-    REQUIRE(ctx.ok());
+    const test::CpuModel m = test::load_cpu_model(std::move(file.value()));
     const std::vector<int32_t> prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
-    REQUIRE(ctx.value()->decode({.tokens = prompt}).ok());
-    auto last = ctx.value()->logits(-1);
+    REQUIRE(m.ctx->decode({.tokens = prompt}).ok());
+    auto last = m.ctx->logits(-1);
     REQUIRE(last.ok());
     const std::vector<float> want = ref["last_logits"].get<std::vector<float>>();
     REQUIRE(last->size() == want.size());

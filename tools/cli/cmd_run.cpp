@@ -17,22 +17,14 @@ bool print_piece(kestrel_token, const char* piece, size_t len, void*) {
 
 int cmd_run(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
-                           "--repeat-penalty", "-c,--ctx-size"});
+  opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
+  opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "-c,--ctx-size"});
   Args a(argc, argv, opts, {"--no-add-special", "--parse-special"});
   // Every option is parsed before the (slow) load, so a typo fails at once.
   kestrel_context_options co;
   kestrel_context_options_init(&co);
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
-  kestrel_sampler_options so;
-  kestrel_sampler_options_init(&so);
-  so.temperature = static_cast<float>(a.number("--temp", so.temperature));
-  so.top_k = static_cast<int32_t>(a.integer("--top-k", so.top_k));
-  so.top_p = static_cast<float>(a.number("--top-p", so.top_p));
-  so.min_p = static_cast<float>(a.number("--min-p", so.min_p));
-  so.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", so.repeat_penalty));
-  so.seed = a.has("--seed") ? static_cast<uint64_t>(a.integer("--seed", 0))
-                            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const kestrel_sampler_options so = sampler_options_from_args(a);
 
   kestrel_generate_options go;
   kestrel_generate_options_init(&go);

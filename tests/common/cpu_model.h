@@ -1,0 +1,30 @@
+// A model loaded on the CPU backend with one context: what the model-level tests start from.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <memory>
+
+#include "engine/context.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+
+namespace kestrel::test {
+
+struct CpuModel {
+  std::unique_ptr<Model> model;  // declared first: the context goes first
+  std::unique_ptr<Context> ctx;
+};
+
+inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, uint32_t n_ctx = 512) {
+  ModelLoadOptions lo;
+  lo.backend = "cpu";
+  auto model = Model::from_file(std::move(file), lo);
+  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+  ContextOptions co;
+  co.n_ctx = n_ctx;
+  auto ctx = Context::create(*model.value(), co);
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
+  return {std::move(model.value()), std::move(ctx.value())};
+}
+
+}  // namespace kestrel::test
