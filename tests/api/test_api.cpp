@@ -202,3 +202,24 @@ TEST_CASE("sampler options are validated; a seed reproduces a run") {
   CHECK(a == b);
   CHECK(a != c);
 }
+
+TEST_CASE("per-op profiling: totals by op kind, reset, buffer size") {
+  Loaded l;
+  if (!l.ctx) return;
+  char buf[8192];
+  size_t len = 0;
+  REQUIRE(kestrel_context_profile(l.ctx, false, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(std::string(buf, len) == "[]");  // nothing recorded while profiling is off
+  REQUIRE(kestrel_context_set_profiling(l.ctx, true) == KESTREL_OK);
+  const kestrel_token toks[] = {1, 403, 407};
+  kestrel_batch b{3, toks, nullptr, nullptr, nullptr};
+  REQUIRE(kestrel_decode(l.ctx, &b) == KESTREL_OK);
+  CHECK(kestrel_context_profile(l.ctx, false, buf, 4, &len) == KESTREL_ERR_BUFFER_TOO_SMALL);
+  REQUIRE(kestrel_context_profile(l.ctx, true, buf, sizeof buf, &len) == KESTREL_OK);
+  const std::string json(buf, len);
+  CHECK(json.find("\"op\":\"matmul f32\"") != std::string::npos);
+  CHECK(json.find("\"op\":\"attention\"") != std::string::npos);
+  REQUIRE(kestrel_context_profile(l.ctx, false, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(std::string(buf, len) == "[]");  // reset
+  CHECK(kestrel_context_set_profiling(nullptr, true) == KESTREL_ERR_INVALID_ARGUMENT);
+}

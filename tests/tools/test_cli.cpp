@@ -136,3 +136,65 @@ TEST_CASE("bad arguments, missing files and unsupported models give one clear li
   }
   CHECK(run("eval -m x.gguf --tokens 1,a,3", err).code == 2);
 }
+
+TEST_CASE("kestrel bench: llama-bench JSON keys, roofline fields and the per-op profile") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  Result r = run("bench -m " + model + " -p 16,32 -n 8 -r 2 -t 2 --json --per-op");
+  REQUIRE(r.code == 0);
+  const json tests = json::parse(r.out);
+  REQUIRE(tests.size() == 3);  // pp16, pp32, tg8
+  CHECK(tests[0]["n_prompt"] == 16);
+  CHECK(tests[1]["n_prompt"] == 32);
+  CHECK(tests[2]["n_gen"] == 8);
+  for (const json& t : tests) {
+    for (const char* key : {"n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts", "model_size", "model_type",
+                            "bytes_per_token", "effective_gbs", "dram_read_gbs", "flops_per_token", "gflops"})
+      CHECK_MESSAGE(t.contains(key), key);
+    CHECK(t["n_threads"] == 2);
+    CHECK(t["samples_ts"].size() == 2);
+    CHECK(t["avg_ts"].get<double>() > 0);
+    CHECK(t["model_type"] == "llama f32");
+    // Every matmul of the model shows up with its bytes and FLOPs.
+    bool matmul = false;
+    for (const json& op : t["per_op"])
+      if (op["op"] == "matmul f32") {
+        matmul = true;
+        CHECK(op["calls"].get<double>() > 0);
+        CHECK(op["bytes"].get<double>() > 0);
+        CHECK(op["flops"].get<double>() > 0);
+      }
+    CHECK(matmul);
+  }
+  r = run("bench -m " + model + " -p 8 -n 0 -r 1");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("| pp8 |") != std::string::npos);
+  CHECK(run("bench -m " + model + " -p 8,x").code == 2);
+  CHECK(run("bench -m " + model + " -p 0 -n 0").code == 2);
+}
+
+TEST_CASE("kestrel synth writes a loadable model of the requested shape") {
+  const std::string out = "/tmp/kestrel_cli_synth.gguf";
+  Result r = run("synth qwen3moe --set block_count=3 --set expert_used_count=3 --vocab 100 --type q8_0 -o " + out);
+  REQUIRE(r.code == 0);
+  r = run("info -m " + out);
+  REQUIRE(r.code == 0);
+  const json info = json::parse(r.out);
+  CHECK(info["architecture"] == "qwen3moe");
+  CHECK(info["hparams"]["n_layer"] == 3);
+  CHECK(info["hparams"]["moe"]["n_expert_used"] == 3);
+  CHECK(info["vocab"]["n_tokens"] == 100);
+  CHECK(info["tensor_types"].contains("q8_0"));
+  r = run("run -m " + out + " -p 't5 t6 t7' -n 8 --temp 0");
+  CHECK(r.code == 0);
+  CHECK(!r.out.empty());
+  // --layers keeps the first blocks of a real shape (here with a small vocabulary).
+  r = run("synth qwen3-0.6b --layers 1 --vocab 64 -o " + out);
+  REQUIRE(r.code == 0);
+  const json cut = json::parse(run("info -m " + out).out);
+  CHECK(cut["hparams"]["n_layer"] == 1);
+  CHECK(cut["hparams"]["n_embd"] == 1024);
+  CHECK(run("synth no-such-model").code == 2);
+  CHECK(run("synth qwen3 --type no-such-type").code == 2);
+  std::remove(out.c_str());
+}

@@ -1,12 +1,15 @@
 #include "bench_roofline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include "core/thread_pool.h"
 
 namespace kestrel::cli {
 
@@ -87,6 +90,20 @@ double measure_read_bandwidth(int n_threads) {
   volatile uint64_t keep = 0;
   for (uint64_t v : sink) keep = keep + v;
   return best;
+}
+
+double measure_pool_sync_us(int n_threads) {
+  ThreadPool pool(std::max(1, n_threads));
+  std::vector<double> us;
+  std::atomic<int> sink{0};
+  for (int rep = 0; rep < 21; ++rep) {
+    const int n = 2000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) pool.run([&](int ith, int) { sink.fetch_add(ith, std::memory_order_relaxed); });
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n);
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace kestrel::cli

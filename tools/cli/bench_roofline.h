@@ -20,5 +20,8 @@ ModelCost model_cost(const nlohmann::json& describe);
 // Read bandwidth in GB/s over a buffer much larger than the caches, read by n_threads threads
 // (best of a few passes).
 double measure_read_bandwidth(int n_threads);
+// Microseconds one parallel op costs the thread pool beyond its work: the median over many
+// empty jobs on a pool of n_threads (decode runs hundreds of ops per token).
+double measure_pool_sync_us(int n_threads);
 
 }  // namespace kestrel::cli

@@ -126,6 +126,7 @@ int cmd_bench(int argc, char** argv) {
   ContextPtr ctx = new_context(model.get(), &co);
   const int n_threads = co.n_threads > 0 ? co.n_threads : static_cast<int>(std::thread::hardware_concurrency());
   const double dram = measure_read_bandwidth(n_threads);
+  const double sync_us = measure_pool_sync_us(n_threads);
 
   std::mt19937 rng(1234);
   const int32_t n_vocab = kestrel_model_n_vocab(model.get());
@@ -153,7 +154,7 @@ int cmd_bench(int argc, char** argv) {
               {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
               {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
               {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", kestrel_context_backend(ctx.get())},
-              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram},
+              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram}, {"pool_sync_us", sync_us},
               {"dram_share", dram > 0 ? eff_gbs / dram : 0}, {"flops_per_token", flops_tok}, {"gflops", gflops}};
     results.push_back(j);
     char cells[512];
@@ -190,6 +191,7 @@ int cmd_bench(int argc, char** argv) {
   for (const auto& [test, cells] : rows)
     std::printf("| %s | %.2f MiB | %s | %s | %d | %s | %s |\n", model_type.c_str(), cost.weight_bytes / 1048576.0,
                 params, kestrel_context_backend(ctx.get()), n_threads, test.c_str(), cells.c_str());
+  std::printf("\nthread pool: %.2f us per parallel op (%d threads, empty job, median)\n", sync_us, n_threads);
   for (const auto& [test, ops] : per_op)
     print_per_op(test, ops, std::stoi(test.substr(2)), dram);
   return 0;
