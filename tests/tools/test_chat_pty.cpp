@@ -191,3 +191,22 @@ TEST_CASE("kestrel chat reads lines from a pipe") {
   CHECK(turns[1].cached >= turns[0].prompt);
   CHECK(out.find("> ") == std::string::npos);  // no prompt when stdin is not a terminal
 }
+
+TEST_CASE("kestrel chat survives invalid UTF-8 in a message (bytes become U+FFFD in the re-rendered conversation)") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  const std::string cmd = "printf 'bad \\276\\377 bytes\\nagain\\n/exit\\n' | " + cli_path() + " chat -m " + model +
+                          " --temp 0 -n 4 --stats 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  size_t turns = 0;
+  for (std::sregex_iterator it(out.begin(), out.end(), kStats), end; it != end; ++it) ++turns;
+  CHECK_MESSAGE(turns == 2, out);
+}

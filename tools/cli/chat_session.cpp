@@ -36,7 +36,9 @@ std::string ChatSession::render() const {
   kestrel_chat_options_init(&o);
   o.template_source = template_source_.empty() ? nullptr : template_source_.c_str();
   o.add_generation_prompt = true;
-  const std::string msgs = all.dump();
+  // A reply (random or small models emit stray byte tokens) or a typed line may be invalid UTF-8:
+  // JSON cannot carry that, so such bytes become U+FFFD in the re-rendered conversation.
+  const std::string msgs = all.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   size_t len = 0;
   check(kestrel_chat_format(model_, msgs.c_str(), &o, nullptr, 0, &len));
   std::string out(len + 1, '\0');
