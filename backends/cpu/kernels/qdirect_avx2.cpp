@@ -267,6 +267,46 @@ void rows_q6_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
   for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - offs[c];
 }
 
+// IQ4_NL and MXFP4 x Q8_0: 4-bit indices into a 16-entry int8 table (one pshufb per half), a
+// scale per 32 values (fp16 for IQ4_NL, E8M0 for MXFP4), then signed x signed as for Q8_0.
+struct Iq4nlFormat {
+  using Block = block_iq4_nl;
+  static const int8_t* table() { return kvalues_iq4nl; }
+  static float scale(const Block& b) { return f16(b.d); }
+};
+struct Mxfp4Format {
+  using Block = block_mxfp4;
+  static const int8_t* table() { return kvalues_mxfp4; }
+  static float scale(const Block& b) { return e8m0_to_fp32_half(b.e); }
+};
+
+template <class F>
+struct RowsLut4 {
+  template <int NC>
+  static void rows(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+    const auto* b = reinterpret_cast<const typename F::Block*>(w);
+    const int64_t nb = K / 32;
+    const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(F::table()));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m256 acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nb; ++u) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[u].qs));
+      const __m256i q = _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(raw, 4), m4)),
+                                         _mm_shuffle_epi8(lut, _mm_and_si128(raw, m4)));
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      const float dw = F::scale(b[u]);
+      for (int c = 0; c < NC; ++c) {
+        const int64_t col = c0 + c;
+        const __m256i qx = _mm256_sign_epi8(load32(x.q.data() + col * K + 32 * u), q);
+        const float dx = x.dx[static_cast<size_t>(col * nb + u)];
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(aq, qx)), _mm256_set1_ps(dw * dx), acc[c]);
+      }
+    }
+    for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]);
+  }
+};
+
 using RowsFn = void (*)(const uint8_t*, int64_t, const QuantizedActs&, int64_t, float*, int64_t);
 
 #define KS_DIRECT_TABLE(fn) {fn<1>, fn<2>, fn<3>, fn<4>}
@@ -275,11 +315,15 @@ const RowsFn* table_for(DType t) {
   static const RowsFn q8_0[4] = KS_DIRECT_TABLE(rows_q8_0);
   static const RowsFn q4_k[4] = KS_DIRECT_TABLE(rows_q4_k);
   static const RowsFn q6_k[4] = KS_DIRECT_TABLE(rows_q6_k);
+  static const RowsFn iq4_nl[4] = KS_DIRECT_TABLE(RowsLut4<Iq4nlFormat>::template rows);
+  static const RowsFn mxfp4[4] = KS_DIRECT_TABLE(RowsLut4<Mxfp4Format>::template rows);
   switch (t) {
     case DType::Q4_0: return q4_0;
     case DType::Q8_0: return q8_0;
     case DType::Q4_K: return q4_k;
     case DType::Q6_K: return q6_k;
+    case DType::IQ4_NL: return iq4_nl;
+    case DType::MXFP4: return mxfp4;
     default: return nullptr;
   }
 }
