@@ -171,11 +171,11 @@ TEST_CASE("kestrel chat: Ctrl-C stops the reply and returns to the prompt; Ctrl-
   CHECK(p.wait_exit(30) == 130);
 }
 
-TEST_CASE("kestrel chat reads lines from a pipe") {
-  const std::string model = testdata_file("models/stories260K-f32.gguf");
-  if (model.empty()) return;
-  const std::string cmd = "printf 'Hello there\\nWhat next?\\n/exit\\n' | " + cli_path() + " chat -m " + model +
-                          " --temp 0 -n 8 --stats 2>&1";
+// Runs `kestrel chat -m model <args>` with `input` (printf syntax) on a pipe; checks it exits 0 and
+// returns the output with the stats line of each turn.
+static std::string chat_over_pipe(const std::string& model, const std::string& input, const std::string& args,
+                                  std::vector<Stats>* turns) {
+  const std::string cmd = "printf '" + input + "' | " + cli_path() + " chat -m " + model + " " + args + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   REQUIRE(f);
   std::string out;
@@ -184,9 +184,17 @@ TEST_CASE("kestrel chat reads lines from a pipe") {
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   const int status = pclose(f);
   CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_MESSAGE(WEXITSTATUS(status) == 0, out);
+  for (std::sregex_iterator it(out.begin(), out.end(), kStats), end; it != end; ++it) turns->push_back(parse(*it));
+  return out;
+}
+
+TEST_CASE("kestrel chat reads lines from a pipe") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
   std::vector<Stats> turns;
-  for (std::sregex_iterator it(out.begin(), out.end(), kStats), end; it != end; ++it) turns.push_back(parse(*it));
+  const std::string out =
+      chat_over_pipe(model, "Hello there\\nWhat next?\\n/exit\\n", "--temp 0 -n 8 --stats", &turns);
   REQUIRE(turns.size() == 2);
   CHECK(turns[1].cached >= turns[0].prompt);
   CHECK(out.find("> ") == std::string::npos);  // no prompt when stdin is not a terminal
@@ -195,18 +203,8 @@ TEST_CASE("kestrel chat reads lines from a pipe") {
 TEST_CASE("kestrel chat survives invalid UTF-8 in a message (bytes become U+FFFD in the re-rendered conversation)") {
   const std::string model = testdata_file("models/stories260K-f32.gguf");
   if (model.empty()) return;
-  const std::string cmd = "printf 'bad \\276\\377 bytes\\nagain\\n/exit\\n' | " + cli_path() + " chat -m " + model +
-                          " --temp 0 -n 4 --stats 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  REQUIRE(f);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int status = pclose(f);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  size_t turns = 0;
-  for (std::sregex_iterator it(out.begin(), out.end(), kStats), end; it != end; ++it) ++turns;
-  CHECK_MESSAGE(turns == 2, out);
+  std::vector<Stats> turns;
+  const std::string out =
+      chat_over_pipe(model, "bad \\276\\377 bytes\\nagain\\n/exit\\n", "--temp 0 -n 4 --stats", &turns);
+  CHECK_MESSAGE(turns.size() == 2, out);
 }
