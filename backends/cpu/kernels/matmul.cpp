@@ -1,5 +1,5 @@
 // MATMUL on the CPU. Quantized weights take the integer path of qgemm.h when the CPU has AVX2:
-// activations are quantized once per call; for decode, Q4_0/Q8_0/Q4_K/Q6_K/IQ4_NL/MXFP4 take fused
+// activations are quantized once per call; for decode, Q4_0/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/MXFP4 take fused
 // kernels that decode the blocks in registers; otherwise each thread unpacks a chunk of its weight rows
 // (read from memory once) and takes integer dot products with every activation column while the
 // chunk is in cache. Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an

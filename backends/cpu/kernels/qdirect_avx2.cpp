@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -175,9 +176,11 @@ inline __m256 pair_sums(const float* xs) {
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
 }
 
-template <int NC>
-void rows_q4_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  const auto* b = reinterpret_cast<const block_q4_K*>(w);
+// Q5_K is Q4_K with a fifth bit per value: bit j of qh[l] is the high bit of value 32j + l.
+template <class Block, int NC>
+void rows_k_4or5(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr bool kFive = std::is_same_v<Block, block_q5_K>;
+  const auto* b = reinterpret_cast<const Block*>(w);
   const int64_t nsb = K / QK_K;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NC], mins[NC];
@@ -192,9 +195,17 @@ void rows_q4_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
         _mm256_set1_ps(dmin));
     __m256i isum[NC];
     for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFive) qh = load32(b[s].qh);
     for (int j = 0; j < 4; ++j) {
       const __m256i raw = load32(b[s].qs + 32 * j);
-      const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      if constexpr (kFive) {  // bits 2j and 2j+1 of qh, moved to bit 4 of each byte
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+        qh = _mm256_srli_epi16(qh, 2);
+      }
       // int16 element k of sc into every lane: shuffle bytes 2k, 2k+1.
       const __m256i slo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<int16_t>((4 * j + 1) << 8 | 4 * j)));
       const __m256i shi =
@@ -313,7 +324,10 @@ using RowsFn = void (*)(const uint8_t*, int64_t, const QuantizedActs&, int64_t, 
 const RowsFn* table_for(DType t) {
   static const RowsFn q4_0[4] = KS_DIRECT_TABLE(rows_q4_0);
   static const RowsFn q8_0[4] = KS_DIRECT_TABLE(rows_q8_0);
-  static const RowsFn q4_k[4] = KS_DIRECT_TABLE(rows_q4_k);
+  static const RowsFn q4_k[4] = {rows_k_4or5<block_q4_K, 1>, rows_k_4or5<block_q4_K, 2>, rows_k_4or5<block_q4_K, 3>,
+                                 rows_k_4or5<block_q4_K, 4>};
+  static const RowsFn q5_k[4] = {rows_k_4or5<block_q5_K, 1>, rows_k_4or5<block_q5_K, 2>, rows_k_4or5<block_q5_K, 3>,
+                                 rows_k_4or5<block_q5_K, 4>};
   static const RowsFn q6_k[4] = KS_DIRECT_TABLE(rows_q6_k);
   static const RowsFn iq4_nl[4] = KS_DIRECT_TABLE(RowsLut4<Iq4nlFormat>::template rows);
   static const RowsFn mxfp4[4] = KS_DIRECT_TABLE(RowsLut4<Mxfp4Format>::template rows);
@@ -321,6 +335,7 @@ const RowsFn* table_for(DType t) {
     case DType::Q4_0: return q4_0;
     case DType::Q8_0: return q8_0;
     case DType::Q4_K: return q4_k;
+    case DType::Q5_K: return q5_k;
     case DType::Q6_K: return q6_k;
     case DType::IQ4_NL: return iq4_nl;
     case DType::MXFP4: return mxfp4;

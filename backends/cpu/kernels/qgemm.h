@@ -47,7 +47,7 @@ void qgemm_quantize_acts(DType vdt, const float* x, int64_t K, QuantizedActs& ou
 void qgemm_dot(const UnpackedRows& w, int64_t n_rows, const QuantizedActs& x, int64_t c0, int64_t c1,
                float* y, int64_t y_stride);
 
-// Fused kernels (qdirect_avx2.cpp) for Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL and MXFP4: no unpacked copy of the
+// Fused kernels (qdirect_avx2.cpp) for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4: no unpacked copy of the
 // weights. y[c * y_stride + r] = row r of w . column c of x, rows [r0, r1), columns [0, n_cols);
 // x was quantized by qgemm_quantize_acts to the type's vec_dot type.
 bool qdirect_supports(DType w, int64_t K);
