@@ -33,15 +33,19 @@ class CpuBackend final : public HostBackend {
         cpu::matmul_id(n, pool_);
         continue;
       }
+      void (*rows)(const Node&, int64_t, int64_t) = ref::run_items;
+#if defined(__x86_64__)
+      if (cpu::has_avx2_fma() && cpu::gated_unary_supported(n)) rows = cpu::gated_unary;
+#endif
       const int64_t items = ref::parallel_items(n);
       if (items < 4 || pool_.size() == 1) {
-        ref::run_items(n, 0, items);
+        rows(n, 0, items);
         continue;
       }
       pool_.run([&](int ith, int nth) {
         int64_t i0, i1;
         ThreadPool::split(items, ith, nth, &i0, &i1);
-        if (i0 < i1) ref::run_items(n, i0, i1);
+        if (i0 < i1) rows(n, i0, i1);
       });
     }
     return Status::Ok();

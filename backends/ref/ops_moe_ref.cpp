@@ -2,6 +2,7 @@
 // SWIGLU_OAI and CONCAT. Scalar and obvious, like the rest of backends/ref.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -47,6 +48,11 @@ void mask_groups(std::vector<float>& sel, int32_t n_groups, int32_t keep) {
 
 }  // namespace
 
+RouterTieLog& router_tie_log() {
+  static RouterTieLog log;
+  return log;
+}
+
 void router(const Node& n, int64_t t0, int64_t t1) {
   const Tensor *logits = n.src[0], *bias = n.src[1], *ids = n.src[2];
   const int64_t E = logits->ne[0];
@@ -71,6 +77,15 @@ void router(const Node& n, int64_t t0, int64_t t1) {
     if (n_groups > 1 && keep < n_groups) mask_groups(sel, n_groups, keep);
     int32_t* id = reinterpret_cast<int32_t*>(ids->row(t));
     top_k(sel, k, id);
+    if (RouterTieLog& tl = router_tie_log(); tl.enabled.load(std::memory_order_relaxed) && k < E) {
+      std::vector<float> sorted(sel);
+      std::nth_element(sorted.begin(), sorted.begin() + k, sorted.end(), std::greater<float>());
+      const float kth = *std::min_element(sorted.begin(), sorted.begin() + k);
+      if (kth - sorted[static_cast<size_t>(k)] < tl.gap) {
+        std::lock_guard<std::mutex> lock(tl.mu);
+        tl.rows.push_back(t);
+      }
+    }
     float* w = n.dst->f32(t);
     for (int32_t i = 0; i < k; ++i) w[i] = p[id[i]];
     if (gating == 3) {  // softmax over the chosen logits only (gpt-oss)

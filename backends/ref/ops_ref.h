@@ -2,6 +2,9 @@
 // Row-parallel ops process the work items [i0, i1) of parallel_items(node), so the CPU backend
 // can split them over threads; the reference backend runs them over the whole range.
 #pragma once
+#include <atomic>
+#include <mutex>
+#include <vector>
 #include <cstdint>
 
 #include "tensor/graph.h"
@@ -22,6 +25,16 @@ void round_activations(DType vec_dot_type, const float* x, float* out, int64_t K
 // Mixture-of-experts and MLA ops (ops_moe_ref.cpp). Items are tokens for ROUTER and MOE_SUM,
 // rows for SWIGLU_OAI and CONCAT.
 void router(const Node& n, int64_t t0, int64_t t1);
+// Diagnostics: while `enabled`, ROUTER records the batch rows (tokens) whose k-th and (k+1)-th
+// selection scores differ by less than `gap`. Such a choice is a near-tie that another engine's
+// rounding may settle the other way; reference comparisons use this to know where one may.
+struct RouterTieLog {
+  std::atomic<bool> enabled{false};
+  float gap = 2e-3f;
+  std::mutex mu;
+  std::vector<int64_t> rows;
+};
+RouterTieLog& router_tie_log();
 void moe_sum(const Node& n, int64_t t0, int64_t t1);
 void swiglu_oai(const Node& n, int64_t r0, int64_t r1);
 void concat(const Node& n, int64_t r0, int64_t r1);

@@ -47,6 +47,24 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
   }
 }
 
+// The SIMD SILU/SWIGLU use their own exp: check it far from zero too, where exp over- and
+// underflows (|x| up to 120) and where the polynomial's range reduction matters.
+TEST_CASE("silu, swiglu: wide argument range") {
+  std::mt19937 rng(21);
+  for (Op op : {Op::SILU, Op::SWIGLU}) {
+    for (float scale : {8.0f, 120.0f}) {
+      Case c;
+      c.name = std::string(op_name(op)) + " scale " + std::to_string(scale);
+      Tensor* a = input(c, DType::F32, rng, 1003, 3);
+      Tensor* b = input(c, DType::F32, rng, 1003, 3);
+      for (int64_t i = 0; i < a->n_elements(); ++i) a->f32(0)[i] *= scale;
+      Tensor* dst = output(c, 1003, 3);
+      c.g.add(op, dst, a, op == Op::SILU ? nullptr : b);
+      check_case(c, 1e-6, 1e-6);
+    }
+  }
+}
+
 TEST_CASE("MATMUL: every weight type, odd shapes") {
   std::mt19937 rng(3);
   for (DType type : kAllTypes) {
@@ -66,6 +84,35 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
           check_case(c, 1e-3, 1e-4);
         }
       }
+    }
+  }
+}
+
+// Weights at their largest codes against activations at their largest magnitude: the integer
+// kernels sum several byte products in int16 lanes before widening (qtile_avx2.cpp), which must not
+// overflow. One value of -1 per 16 and +1 elsewhere quantizes to the extreme codes of every type;
+// constant activations quantize to +-127 (Q8_0/Q8_1) or -128 (Q8_K).
+TEST_CASE("MATMUL: extreme codes keep the integer sums exact") {
+  std::mt19937 rng(11);
+  for (DType type : kAllTypes) {
+    const DTypeInfo& ti = dtype_info(type);
+    if (!ti.from_float || ti.block_size == 1) continue;
+    const int64_t K = 512, N = 24, M = 7;
+    for (float sign : {1.0f, -1.0f}) {
+      Case c;
+      c.name = std::string("matmul extreme ") + dtype_name(type) + (sign > 0 ? " +" : " -");
+      Tensor w = c.buf.tensor(type, K, N);
+      std::vector<float> row(K);
+      for (int64_t r = 0; r < N; ++r) {
+        for (int64_t k = 0; k < K; ++k) row[k] = (k % 16 == (r % 16)) ? -1.0f : 1.0f;
+        ti.from_float(row.data(), w.row(r), K);
+      }
+      Tensor* x = input(c, DType::F32, rng, K, M);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) x->f32(m)[k] = sign * (m % 2 ? 1.0f : 0.5f);
+      Tensor* dst = output(c, N, M);
+      c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+      check_case(c, 1e-3, 1e-4);
     }
   }
 }

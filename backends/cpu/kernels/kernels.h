@@ -9,5 +9,8 @@ void matmul(const Node& n, ThreadPool& pool);
 // ATTENTION over an F16 or F32 cache (AVX2; check has_avx2_fma() and attention_supported()).
 bool attention_supported(const Node& n);
 void attention(const Node& n, ThreadPool& pool);
+// SILU / SWIGLU over packed F32 rows (AVX2; check has_avx2_fma() and gated_unary_supported()).
+bool gated_unary_supported(const Node& n);
+void gated_unary(const Node& n, int64_t r0, int64_t r1);
 
 }  // namespace kestrel::cpu

@@ -1,9 +1,10 @@
 // MATMUL on the CPU. Quantized weights take the integer path of qgemm.h when the CPU has AVX2:
-// activations are quantized once per call; for decode, Q4_0/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/MXFP4 take fused
-// kernels that decode the blocks in registers; otherwise each thread unpacks a chunk of its weight rows
-// (read from memory once) and takes integer dot products with every activation column while the
-// chunk is in cache. Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an
-// L1-resident buffer and take FP32 dot products.
+// activations are quantized once per call; for decode (<= 4 columns), every type but Q2_K/Q3_K
+// takes a fused kernel that decodes the blocks in registers; otherwise each thread unpacks a chunk
+// of its weight rows (read from memory once), interleaves them 8 rows at a time and runs the tiled
+// 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column.
+// Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an L1-resident buffer
+// and take FP32 dot products.
 #include "backends/cpu/kernels/kernels.h"
 
 #include <vector>
@@ -15,7 +16,7 @@
 namespace kestrel::cpu {
 namespace {
 
-constexpr int64_t kRowChunk = 16;  // rows unpacked together: 16 x K bytes stays in L2
+constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 16 x K bytes stays in L2
 constexpr int64_t kDirectMaxCols = 4;
 
 [[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
@@ -23,10 +24,7 @@ constexpr int64_t kDirectMaxCols = 4;
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
   const DType vdt = dtype_info(w->type).vec_dot_type;
   static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
-  xa.K = K;
-  xa.q.resize(static_cast<size_t>(K * M));
-  xa.dx.resize(static_cast<size_t>(K / 32 * M));
-  xa.xs.resize(static_cast<size_t>(K / 16 * M));
+  xa.resize(K, M);
   QuantizedActs& acts = xa;
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
   pool.run([&](int ith, int nth) {
@@ -36,7 +34,7 @@ constexpr int64_t kDirectMaxCols = 4;
   });
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
   // Small batches (decode) take the fused kernels: they read the weights once and write nothing.
-  // Larger ones reuse each unpacked row across many columns, which measured faster (docs/PERF.md).
+  // Larger ones reuse each unpacked chunk across all columns, which measured faster (docs/PERF.md).
   if (M <= kDirectMaxCols && qdirect_supports(w->type, K)) {
     pool.run([&](int ith, int nth) {
       int64_t r0, r1;
@@ -46,13 +44,25 @@ constexpr int64_t kDirectMaxCols = 4;
     });
     return;
   }
+  // Prefill: each thread unpacks chunks of its rows (weights read from memory once), interleaves
+  // them 8 rows at a time and runs the 8-row x 3-column micro-kernels over every column. Rows past
+  // the last multiple of 8 take the untiled dot products.
+  const int64_t n_groups = N / 8;
   pool.run([&](int ith, int nth) {
     thread_local UnpackedRows wu;
+    thread_local InterleavedRows wi;
     wu.resize(kRowChunk, K);
-    int64_t r0, r1;
-    ThreadPool::split(N, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r += kRowChunk) {
-      const int64_t nr = std::min(kRowChunk, r1 - r);
+    wi.resize(kRowChunk / 8, K);
+    int64_t g0, g1;
+    ThreadPool::split(n_groups, ith, nth, &g0, &g1);
+    for (int64_t r = 8 * g0; r < 8 * g1; r += kRowChunk) {
+      const int64_t nr = std::min(kRowChunk, 8 * g1 - r);
+      qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
+      qgemm_interleave(wu, nr / 8, wi);
+      qgemm_tiles(w->type, wi, nr / 8, acts, 0, M, n.dst->f32(0) + r, y_stride);
+    }
+    if (ith == nth - 1 && N % 8 != 0) {
+      const int64_t r = 8 * n_groups, nr = N - r;
       qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
       qgemm_dot(wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }

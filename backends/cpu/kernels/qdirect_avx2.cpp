@@ -1,8 +1,8 @@
-// Fused integer dot products for the most common weight types (AVX2): the packed blocks are
+// Fused integer dot products for the common weight types (AVX2): the packed blocks are
 // decoded in registers and multiplied with the quantized activations directly, for up to four
 // activation columns per pass over a weight row. Decode reads each weight byte exactly once and
 // writes nothing back, so it can run at memory speed; the canonical-unpack path (qgemm.h) stays
-// for the other types.
+// for the other types (Q2_K, Q3_K).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -28,6 +28,16 @@ inline float hsum(__m256 v) {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+inline int32_t total_i32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+
+// v minus the integer k in lane 0: takes an exact integer offset off a vector of partial sums.
+inline __m256i minus_lane0(__m256i v, int32_t k) { return _mm256_sub_epi32(v, _mm256_setr_epi32(k, 0, 0, 0, 0, 0, 0, 0)); }
+
 // 32 unsigned 4-bit codes (GGML's Q4_0 order: low nibbles are values 0-15, high 16-31).
 inline __m256i nibbles_q4_0(const uint8_t* qs) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -40,7 +50,8 @@ inline __m256i dot_u8s8(__m256i w, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
 }
 
-// Q4_0 x Q8_0:  sum_u dw dx sum((q - 8) qx) = sum_u dw (dx sum(q qx) - 8 (xs[2u] + xs[2u+1])).
+// Q4_0 x Q8_0:  sum_u dw dx sum((q - 8) qx) = sum_u dw dx (sum(q qx) - 8 sum(qx)), the bracket an
+// exact integer as in llama.cpp (a float offset would cancel most of the main term).
 // Blocks go eight at a time: two blocks' nibbles share one register (low nibbles of both, then
 // high nibbles of both), against activations permuted to match once per call (PermutedActs);
 // three hadds leave the eight blocks' integer sums in the order kOrder, and one gather fetches
@@ -51,13 +62,13 @@ struct PermutedActs {
   int64_t n8 = 0;           // groups of 8 blocks per column
   std::vector<int8_t> q;    // [cols][n8][4 pairs][lo halves of both | hi halves of both]
   std::vector<float> dx;    // [cols][n8][8] in kOrder
-  std::vector<float> xsum;  // [cols][n8][8] in kOrder: dx * sum(qx) of the block
+  std::vector<int32_t> bsum;  // [cols][n8][8] in kOrder: 8 * sum(qx) of the block (the codes' centre)
   void build(const QuantizedActs& x, int64_t n_cols) {
     const int64_t K = x.K, nb = K / 32;
     n8 = nb / 8;
     q.resize(static_cast<size_t>(n_cols * n8 * 256));
     dx.resize(static_cast<size_t>(n_cols * n8 * 8));
-    xsum.resize(dx.size());
+    bsum.resize(dx.size());
     for (int64_t c = 0; c < n_cols; ++c)
       for (int64_t g = 0; g < n8; ++g) {
         const int8_t* src = x.q.data() + c * K + g * 256;
@@ -69,8 +80,8 @@ struct PermutedActs {
         for (int i = 0; i < 8; ++i) {
           const int64_t u = 8 * g + kOrder[i];
           dx[static_cast<size_t>((c * n8 + g) * 8 + i)] = x.dx[static_cast<size_t>(c * nb + u)];
-          const float* xs = x.xs.data() + c * (K / 16) + 2 * u;
-          xsum[static_cast<size_t>((c * n8 + g) * 8 + i)] = xs[0] + xs[1];
+          const int32_t* bs = x.bs.data() + c * (K / 16) + 2 * u;
+          bsum[static_cast<size_t>((c * n8 + g) * 8 + i)] = 8 * (bs[0] + bs[1]);
         }
       }
   }
@@ -85,8 +96,8 @@ void rows_q4_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
   const int64_t nb = K / 32, n8 = px.n8;
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i gather_idx = _mm256_setr_epi32(0, 36, 72, 108, 18, 54, 90, 126);  // 18 * kOrder
-  __m256 acc[NC], corr[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), corr[c] = _mm256_setzero_ps();
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t g = 0; g < n8; ++g) {
     const block_q4_0* bg = b + 8 * g;
     __m256i h[2][NC];
@@ -113,22 +124,71 @@ void rows_q4_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
     const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
     for (int c = 0; c < NC; ++c) {
       const size_t o = static_cast<size_t>(((c0 + c) * n8 + g) * 8);
-      const __m256 t = _mm256_cvtepi32_ps(_mm256_hadd_epi32(h[0][c], h[1][c]));
-      acc[c] = _mm256_fmadd_ps(t, _mm256_mul_ps(dw, _mm256_loadu_ps(px.dx.data() + o)), acc[c]);
-      corr[c] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(px.xsum.data() + o), corr[c]);
+      const __m256i t = _mm256_sub_epi32(_mm256_hadd_epi32(h[0][c], h[1][c]),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px.bsum.data() + o)));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dw, _mm256_loadu_ps(px.dx.data() + o)), acc[c]);
     }
   }
   for (int c = 0; c < NC; ++c) {
     const int64_t col = c0 + c;
-    float r = hsum(acc[c]) - 8.0f * hsum(corr[c]);
+    float r = hsum(acc[c]);
     for (int64_t u = 8 * n8; u < nb; ++u) {  // the last nb % 8 blocks
       const __m256i qx = load32(x.q.data() + col * K + 32 * u);
       const float dw = f16(b[u].d), dx = x.dx[static_cast<size_t>(col * nb + u)];
-      const float* xs = x.xs.data() + col * (K / 16) + 2 * u;
-      r += dw * (dx * hsum(_mm256_cvtepi32_ps(dot_u8s8(nibbles_q4_0(b[u].qs), qx))) - 8.0f * (xs[0] + xs[1]));
+      const int32_t* bs = x.bs.data() + col * (K / 16) + 2 * u;
+      const int32_t t = total_i32(dot_u8s8(nibbles_q4_0(b[u].qs), qx)) - 8 * (bs[0] + bs[1]);
+      r += dw * dx * static_cast<float>(t);
     }
     y[col * y_stride] = r;
   }
+}
+
+// Byte j = 0x10 where bit j of qh is set (the fifth bit of Q5_0/Q5_1 value j).
+inline __m256i fifth_bits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Q4_1, Q5_1 (x Q8_1): unsigned codes q, value d q + m, so
+//   w . x = sum_u d dx sum(q qx) + m (xs[2u] + xs[2u+1]);
+// Q5_0 (x Q8_0): value d (q - 16), the centre taken off the integer sum.   One block per step.
+template <class Block>
+constexpr bool kHasMin = std::is_same_v<Block, block_q4_1> || std::is_same_v<Block, block_q5_1>;
+template <class Block>
+constexpr bool kHasFifth = std::is_same_v<Block, block_q5_0> || std::is_same_v<Block, block_q5_1>;
+
+template <class Block, int NC>
+void rows_legacy(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const auto* b = reinterpret_cast<const Block*>(w);
+  const int64_t nb = K / 32;
+  __m256 acc[NC];
+  float offs[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), offs[c] = 0;
+  for (int64_t u = 0; u < nb; ++u) {
+    __m256i q = nibbles_q4_0(b[u].qs);
+    if constexpr (kHasFifth<Block>) q = _mm256_or_si256(q, fifth_bits(b[u].qh));
+    const float d = f16(b[u].d);
+    for (int c = 0; c < NC; ++c) {
+      const int64_t col = c0 + c;
+      const __m256i qx = load32(x.q.data() + col * K + 32 * u);
+      const float dx = x.dx[static_cast<size_t>(col * nb + u)];
+      __m256i t = dot_u8s8(q, qx);
+      if constexpr (kHasMin<Block>) {
+        const float* xs = x.xs.data() + col * (K / 16) + 2 * u;
+        offs[c] += f16(b[u].m) * (xs[0] + xs[1]);
+      } else {
+        const int32_t* bs = x.bs.data() + col * (K / 16) + 2 * u;
+        t = minus_lane0(t, 16 * (bs[0] + bs[1]));
+      }
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(d * dx), acc[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) + offs[c];
 }
 
 // Q8_0 x Q8_0: signed x signed through |w| and sign(x, w).
@@ -152,11 +212,12 @@ void rows_q8_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
   for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]);
 }
 
-// Q4_K x Q8_K: per super-block  d dx sum_j sc_j sum(q qx)  -  dmin sum_j m_j (xs[2j] + xs[2j+1]).
+// Q4_K x Q8_K: per super-block  d dx sum_j sc_j sum(q qx)  -  dmin dx sum_j m_j sum_j(qx), both sums
+// exact integers.
 // The twelve scale bytes are unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
 // bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7);
-// each sub-block's scale reaches the int16 lanes with one shuffle, and the mins term is one FMA
-// of eight mins against the eight pair sums of the activations' block sums.
+// each sub-block's scale reaches the int16 lanes with one shuffle, and the mins term is eight
+// integer products of mins and the activations' block sums, converted once.
 struct Q4kScales {
   uint32_t sc[2], mn[2];  // eight 6-bit scales, eight 6-bit mins, one per byte
   explicit Q4kScales(const uint8_t* q) {
@@ -170,10 +231,10 @@ struct Q4kScales {
   }
 };
 
-// Pair sums xs[2j] + xs[2j+1], j = 0..7, in order.
-inline __m256 pair_sums(const float* xs) {
-  const __m256 h = _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // 0 1 4 5 | 2 3 6 7
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
+// Pair sums bs[2j] + bs[2j+1], j = 0..7, in order.
+inline __m256i pair_sums(const int32_t* bs) {
+  const __m256i h = _mm256_hadd_epi32(load32(bs), load32(bs + 8));  // 0 1 4 5 | 2 3 6 7
+  return _mm256_permute4x64_epi64(h, 0xD8);
 }
 
 // Q5_K is Q4_K with a fifth bit per value: bit j of qh[l] is the high bit of value 32j + l.
@@ -190,9 +251,7 @@ void rows_k_4or5(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0
     const __m256i sc = _mm256_broadcastsi128_si256(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sm.sc[1]), static_cast<int>(sm.sc[0]))));
     const float d = f16(b[s].d), dmin = f16(b[s].dmin);
-    const __m256 mn = _mm256_mul_ps(
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sm.mn[1]), static_cast<int>(sm.mn[0])))),
-        _mm256_set1_ps(dmin));
+    const __m256i mn = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sm.mn[1]), static_cast<int>(sm.mn[0])));
     __m256i isum[NC];
     for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
     __m256i qh = _mm256_setzero_si256();
@@ -221,22 +280,22 @@ void rows_k_4or5(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0
       const int64_t col = c0 + c;
       const float dx = x.dx[static_cast<size_t>(col * (K / 32) + s * 8)];
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * dx), acc[c]);
-      mins[c] = _mm256_fmadd_ps(mn, pair_sums(x.xs.data() + col * (K / 16) + s * 16), mins[c]);
+      const __m256i m = _mm256_mullo_epi32(mn, pair_sums(x.bs.data() + col * (K / 16) + s * 16));
+      mins[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * dx), mins[c]);
     }
   }
   for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - hsum(mins[c]);
 }
 
 // Q6_K x Q8_K: 6-bit codes q - 32 (q in [0, 63]) with an int8 scale per 16 values:
-//   d dx sum_g sc_g sum(q qx)  -  32 d sum_g sc_g sum(qx)   (the second term from xs).
+//   d dx (sum_g sc_g sum(q qx)  -  32 sum_g sc_g sum(qx)), the bracket an exact integer.
 template <int NC>
 void rows_q6_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const auto* b = reinterpret_cast<const block_q6_K*>(w);
   const int64_t nsb = K / QK_K;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   __m256 acc[NC];
-  float offs[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), offs[c] = 0;
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const float d = f16(b[s].d);
     const int8_t* sc = b[s].scales;
@@ -268,14 +327,13 @@ void rows_q6_k(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
     for (int c = 0; c < NC; ++c) {
       const int64_t col = c0 + c;
       const float dx = x.dx[static_cast<size_t>(col * (K / 32) + s * 8)];
-      const float* xs = x.xs.data() + col * (K / 16) + s * 16;
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * dx), acc[c]);
-      float o = 0;
-      for (int g = 0; g < 16; ++g) o += static_cast<float>(sc[g]) * xs[g];
-      offs[c] += 32.0f * d * o;
+      const int32_t* bs = x.bs.data() + col * (K / 16) + s * 16;
+      int32_t o = 0;
+      for (int g = 0; g < 16; ++g) o += sc[g] * bs[g];
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(minus_lane0(isum[c], 32 * o)), _mm256_set1_ps(d * dx), acc[c]);
     }
   }
-  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]) - offs[c];
+  for (int c = 0; c < NC; ++c) y[(c0 + c) * y_stride] = hsum(acc[c]);
 }
 
 // IQ4_NL and MXFP4 x Q8_0: 4-bit indices into a 16-entry int8 table (one pshufb per half), a
@@ -329,11 +387,20 @@ const RowsFn* table_for(DType t) {
   static const RowsFn q5_k[4] = {rows_k_4or5<block_q5_K, 1>, rows_k_4or5<block_q5_K, 2>, rows_k_4or5<block_q5_K, 3>,
                                  rows_k_4or5<block_q5_K, 4>};
   static const RowsFn q6_k[4] = KS_DIRECT_TABLE(rows_q6_k);
+  static const RowsFn q4_1[4] = {rows_legacy<block_q4_1, 1>, rows_legacy<block_q4_1, 2>, rows_legacy<block_q4_1, 3>,
+                                 rows_legacy<block_q4_1, 4>};
+  static const RowsFn q5_0[4] = {rows_legacy<block_q5_0, 1>, rows_legacy<block_q5_0, 2>, rows_legacy<block_q5_0, 3>,
+                                 rows_legacy<block_q5_0, 4>};
+  static const RowsFn q5_1[4] = {rows_legacy<block_q5_1, 1>, rows_legacy<block_q5_1, 2>, rows_legacy<block_q5_1, 3>,
+                                 rows_legacy<block_q5_1, 4>};
   static const RowsFn iq4_nl[4] = KS_DIRECT_TABLE(RowsLut4<Iq4nlFormat>::template rows);
   static const RowsFn mxfp4[4] = KS_DIRECT_TABLE(RowsLut4<Mxfp4Format>::template rows);
   switch (t) {
     case DType::Q4_0: return q4_0;
     case DType::Q8_0: return q8_0;
+    case DType::Q4_1: return q4_1;
+    case DType::Q5_0: return q5_0;
+    case DType::Q5_1: return q5_1;
     case DType::Q4_K: return q4_k;
     case DType::Q5_K: return q5_k;
     case DType::Q6_K: return q6_k;

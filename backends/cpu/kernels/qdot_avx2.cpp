@@ -95,18 +95,27 @@ DotRowFn pick(const UnpackedRows& w) {
 
 }  // namespace
 
+void QuantizedActs::resize(int64_t k, int64_t cols) {
+  K = k;
+  q.resize(static_cast<size_t>(k * cols));
+  dx.resize(static_cast<size_t>(k / 32 * cols));
+  xs.resize(static_cast<size_t>(k / 16 * cols));
+  bs.resize(static_cast<size_t>(k / 16 * cols));
+}
+
 void qgemm_quantize_acts(DType vdt, const float* xc, int64_t K, QuantizedActs& out, int64_t c) {
   {
     int8_t* q = out.q.data() + c * K;
     float* dx = out.dx.data() + c * K / 32;
     float* xs = out.xs.data() + c * K / 16;
+    int32_t* bs = out.bs.data() + c * K / 16;
     if (vdt == DType::Q8_K) {
       for (int64_t s = 0; s < K / QK_K; ++s) {
         block_q8_K b;
         ref::quantize_q8_k(xc + s * QK_K, &b, QK_K);
         std::memcpy(q + s * QK_K, b.qs, QK_K);
         for (int j = 0; j < 8; ++j) dx[8 * s + j] = b.d;
-        for (int g = 0; g < 16; ++g) xs[16 * s + g] = b.d * b.bsums[g];
+        for (int g = 0; g < 16; ++g) xs[16 * s + g] = b.d * b.bsums[g], bs[16 * s + g] = b.bsums[g];
       }
       return;
     }
@@ -126,6 +135,8 @@ void qgemm_quantize_acts(DType vdt, const float* xc, int64_t K, QuantizedActs& o
       dx[u] = dh;
       xs[2 * u] = dh * static_cast<float>(sum[0]);
       xs[2 * u + 1] = dh * static_cast<float>(sum[1]);
+      bs[2 * u] = sum[0];
+      bs[2 * u + 1] = sum[1];
     }
   }
 }

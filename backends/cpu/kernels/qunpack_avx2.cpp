@@ -14,6 +14,14 @@ struct RowOut {
   float* d;
   int16_t* sub;
   float* mn;
+  int16_t* mq;
+  float* dm;
+  // K-quant mins as integers times dmin, besides the float offsets.
+  void int_mins(int64_t u, float dmin, int ma, int mb) {
+    dm[u] = dmin;
+    mq[2 * u] = static_cast<int16_t>(ma);
+    mq[2 * u + 1] = static_cast<int16_t>(mb);
+  }
   void unit(int64_t u, float du, int16_t sa, int16_t sb, float ma, float mb) {
     d[u] = du;
     for (int i = 0; i < 8; ++i) sub[16 * u + i] = sa, sub[16 * u + 8 + i] = sb;
@@ -119,6 +127,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
           uint8_t sc, m;
           get_scale_min_k4(j, scales, &sc, &m);
           o.unit(8 * s + j, d, sc, sc, -dmin * m, -dmin * m);
+          o.int_mins(8 * s + j, dmin, m, m);
         }
       }
       return;
@@ -177,6 +186,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         for (int j = 0; j < 8; ++j) {
           const uint8_t sa = b.scales[2 * j], sb = b.scales[2 * j + 1];
           o.unit(8 * s + j, d, sa & 0xF, sb & 0xF, -dmin * (sa >> 4), -dmin * (sb >> 4));
+          o.int_mins(8 * s + j, dmin, sa >> 4, sb >> 4);
         }
       }
       return;
@@ -193,6 +203,8 @@ void UnpackedRows::resize(int64_t rows, int64_t k) {
   d.resize(static_cast<size_t>(rows * k / 32));
   sub.resize(static_cast<size_t>(rows * k / 2));
   mn.resize(static_cast<size_t>(rows * k / 16));
+  mq.resize(static_cast<size_t>(rows * k / 16));
+  dm.resize(static_cast<size_t>(rows * k / 32));
 }
 
 bool qgemm_supports(DType w, int64_t K) {
@@ -212,9 +224,12 @@ void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, i
   out.is_signed = w == DType::Q8_0 || w == DType::IQ4_NL || w == DType::MXFP4;
   out.has_sub = w == DType::Q2_K || w == DType::Q3_K || w == DType::Q4_K || w == DType::Q5_K || w == DType::Q6_K;
   out.has_mn = !out.is_signed;
+  out.int_mins = w == DType::Q2_K || w == DType::Q4_K || w == DType::Q5_K;
+  out.zero_shift = w == DType::Q4_0 ? 3 : w == DType::Q5_0 ? 4 : w == DType::Q3_K ? 2 : w == DType::Q6_K ? 5 : 0;
   for (int64_t r = 0; r < n; ++r)
     unpack_row(w, data + (r0 + r) * row_bytes, K,
-               {out.q.data() + r * K, out.d.data() + r * K / 32, out.sub.data() + r * K / 2, out.mn.data() + r * K / 16});
+               {out.q.data() + r * K, out.d.data() + r * K / 32, out.sub.data() + r * K / 2, out.mn.data() + r * K / 16,
+                out.mq.data() + r * K / 16, out.dm.data() + r * K / 32});
 }
 
 }  // namespace kestrel::cpu
