@@ -55,42 +55,49 @@ ModelCost model_cost(const nlohmann::json& d) {
   return c;
 }
 
-double measure_read_bandwidth(int n_threads) {
-  n_threads = std::max(1, n_threads);
+ReadProbe::ReadProbe(int n_threads) : n_threads_(std::max(1, n_threads)) {
   const size_t bytes = size_t{512} << 20;  // well past any L3 here
-  const size_t n = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  n_ = bytes / sizeof(uint64_t);
+  buf_ = new uint64_t[n_];
   // Touch every page from the threads that will read it (first-touch placement).
   std::vector<std::thread> th;
-  for (int t = 0; t < n_threads; ++t)
+  for (int t = 0; t < n_threads_; ++t)
     th.emplace_back([&, t] {
-      const size_t b = n * t / n_threads, e = n * (t + 1) / n_threads;
-      for (size_t i = b; i < e; ++i) buf[i] = i;
+      const size_t b = n_ * t / n_threads_, e = n_ * (t + 1) / n_threads_;
+      for (size_t i = b; i < e; ++i) buf_[i] = i;
     });
   for (auto& x : th) x.join();
+}
+
+ReadProbe::~ReadProbe() { delete[] buf_; }
+
+double ReadProbe::measure(int passes) const {
   double best = 0;
-  std::vector<uint64_t> sink(n_threads);
-  for (int pass = 0; pass < 4; ++pass) {
+  std::vector<uint64_t> sink(n_threads_);
+  std::vector<std::thread> th;
+  for (int pass = 0; pass < passes; ++pass) {
     th.clear();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int t = 0; t < n_threads; ++t)
+    for (int t = 0; t < n_threads_; ++t)
       th.emplace_back([&, t] {
-        const size_t b = n * t / n_threads, e = n * (t + 1) / n_threads;
+        const size_t b = n_ * t / n_threads_, e = n_ * (t + 1) / n_threads_;
         // Four independent sums so the loop is bound by loads, not by one addition chain.
         uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         size_t i = b;
-        for (; i + 4 <= e; i += 4) s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
-        for (; i < e; ++i) s0 += buf[i];
+        for (; i + 4 <= e; i += 4) s0 += buf_[i], s1 += buf_[i + 1], s2 += buf_[i + 2], s3 += buf_[i + 3];
+        for (; i < e; ++i) s0 += buf_[i];
         sink[t] = s0 + s1 + s2 + s3;
       });
     for (auto& x : th) x.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+    best = std::max(best, static_cast<double>(n_ * sizeof(uint64_t)) / s / 1e9);
   }
   volatile uint64_t keep = 0;
   for (uint64_t v : sink) keep = keep + v;
   return best;
 }
+
+double measure_read_bandwidth(int n_threads) { return ReadProbe(n_threads).measure(4); }
 
 double measure_pool_sync_us(int n_threads) {
   ThreadPool pool(std::max(1, n_threads));

@@ -2,6 +2,8 @@
 // the model's description, and the DRAM read bandwidth measured on this machine.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace kestrel::cli {
@@ -18,7 +20,19 @@ struct ModelCost {
 
 ModelCost model_cost(const nlohmann::json& describe);
 // Read bandwidth in GB/s over a buffer much larger than the caches, read by n_threads threads
-// (best of a few passes).
+// (best of a few passes). The buffer is kept so that bench can probe again right next to each
+// generation run: this machine's bandwidth drifts by 2x within minutes.
+class ReadProbe {
+ public:
+  explicit ReadProbe(int n_threads);
+  ~ReadProbe();
+  double measure(int passes) const;
+
+ private:
+  int n_threads_;
+  size_t n_;
+  uint64_t* buf_;
+};
 double measure_read_bandwidth(int n_threads);
 // Microseconds one parallel op costs the thread pool beyond its work: the median over many
 // empty jobs on a pool of n_threads (decode runs hundreds of ops per token).

@@ -3,7 +3,8 @@
 // pp: one batch of p tokens into an empty cache; tg: n tokens one at a time into an empty cache.
 // Each test runs once to warm up, then r times; the table shows the mean and standard deviation
 // of tokens/s (llama-bench's avg_ts/stddev_ts) and the median. --json prints llama-bench's keys
-// plus the roofline fields; --per-op adds a table of where the time goes.
+// plus the roofline fields; --per-op adds a table of where the time goes. A tg test's DRAM share
+// compares each repetition with a bandwidth probe taken right before it (the median of those).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 struct Sample {
-  std::vector<double> ts;  // tokens/s per repetition
+  std::vector<double> ts;  // one value per repetition (tokens/s, or GB/s for a probe)
   double mean() const {
     double s = 0;
     for (double v : ts) s += v;
@@ -125,7 +126,8 @@ int cmd_bench(int argc, char** argv) {
   co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
   ContextPtr ctx = new_context(model.get(), &co);
   const int n_threads = co.n_threads > 0 ? co.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-  const double dram = measure_read_bandwidth(n_threads);
+  const ReadProbe probe(n_threads);
+  const double dram = probe.measure(4);
   const double sync_us = measure_pool_sync_us(n_threads);
 
   std::mt19937 rng(1234);
@@ -141,8 +143,11 @@ int cmd_bench(int argc, char** argv) {
   for (const auto& [tg, n] : tests) {
     const auto tokens = random_tokens(n);
     run_once(ctx.get(), tg ? std::vector<kestrel_token>(tokens.begin(), tokens.begin() + std::min(n, 8)) : tokens, tg);
-    Sample smp;
-    for (int r = 0; r < reps; ++r) smp.ts.push_back(n / run_once(ctx.get(), tokens, tg));
+    Sample smp, near;  // tokens/s; for tg, the DRAM probe taken right before each repetition
+    for (int r = 0; r < reps; ++r) {
+      if (tg) near.ts.push_back(probe.measure(2));
+      smp.ts.push_back(n / run_once(ctx.get(), tokens, tg));
+    }
     const double ts = smp.mean();
     // Roofline: tg reads every weight per token (plus the KV cache so far); pp reads the weights once
     // per batch and is FLOP-bound. Both tests start from an empty cache: on average n/2 cells.
@@ -150,17 +155,22 @@ int cmd_bench(int argc, char** argv) {
     const double bytes_tok = cost.bytes_per_token / (tg ? 1 : n) + avg_ctx * cost.kv_bytes_per_token;
     const double flops_tok = cost.flops_per_token + avg_ctx * cost.attn_flops_per_ctx;
     const double eff_gbs = bytes_tok * ts / 1e9, gflops = flops_tok * ts / 1e9;
+    // Share of DRAM bandwidth: each repetition against the probe taken just before it (median).
+    const double dram_t = tg ? near.median() : dram;
+    Sample share;
+    for (size_t r = 0; tg && r < smp.ts.size(); ++r) share.ts.push_back(bytes_tok * smp.ts[r] / 1e9 / near.ts[r]);
+    const double dram_share = tg ? share.median() : (dram > 0 ? eff_gbs / dram : 0);
     json j = {{"model_type", model_type}, {"model_size", static_cast<uint64_t>(cost.weight_bytes)},
               {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
               {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
               {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", kestrel_context_backend(ctx.get())},
-              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram}, {"pool_sync_us", sync_us},
-              {"dram_share", dram > 0 ? eff_gbs / dram : 0}, {"flops_per_token", flops_tok}, {"gflops", gflops}};
+              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram_t}, {"pool_sync_us", sync_us},
+              {"dram_share", dram_share}, {"flops_per_token", flops_tok}, {"gflops", gflops}};
     results.push_back(j);
     char cells[512];
     if (tg)
       std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of DRAM %.1f GB/s",
-                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, dram > 0 ? 100 * eff_gbs / dram : 0, dram);
+                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, 100 * dram_share, dram_t);
     else
       std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.3g %s/token · %.1f GFLOP/s", ts, smp.stddev(),
                     smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
