@@ -106,37 +106,40 @@ void attention(const Node& n, int64_t i0, int64_t i1) {
   const float scale = n.fp[0], softcap = n.fp[1];
   const int32_t window = n.ip[0];
   const bool f16_kv = kc->type == DType::F16;
-  std::vector<float> qr(hd_k), scores(b.n_cells);
+  std::vector<float> qr(hd_k), scores(static_cast<size_t>(b.max_cells));
   std::vector<double> acc(hd_v);
   for (int64_t item = i0; item < i1; ++item) {
     const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
+    const int32_t tt = static_cast<int32_t>(t), nc = b.n_cells_of(tt);
     const float* qp = q->f32(h, t);
     // llama.cpp multiplies an F16 cache with F16-rounded queries.
     for (int64_t d = 0; d < hd_k; ++d) qr[d] = f16_kv ? round_fp16(qp[d]) : qp[d];
     float mx = -std::numeric_limits<float>::infinity();
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      if (!b.visible(static_cast<int32_t>(t), c, window)) {
-        scores[c] = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < nc; ++i) {  // the cells of t's block table, in order
+      const int32_t c = b.cell(tt, i);
+      if (!b.visible(tt, c, window)) {
+        scores[i] = -std::numeric_limits<float>::infinity();
         continue;
       }
       double dot = 0;
       for (int64_t d = 0; d < hd_k; ++d) dot += static_cast<double>(qr[d]) * cache_value(kc, c, kvh * hd_k + d);
       float s = static_cast<float>(dot);
       s = softcap > 0 ? softcap * std::tanh(s * scale / softcap) : s * scale;
-      scores[c] = s;
+      scores[i] = s;
       mx = std::max(mx, s);
     }
     const float sink = sinks ? static_cast<const float*>(sinks->data)[h] : -INFINITY;
     mx = std::max(mx, sink);
     double sum = sinks ? std::exp(static_cast<double>(sink - mx)) : 0.0;
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      scores[c] = std::isinf(scores[c]) ? 0.0f : std::exp(scores[c] - mx);
-      sum += scores[c];
+    for (int32_t i = 0; i < nc; ++i) {
+      scores[i] = std::isinf(scores[i]) ? 0.0f : std::exp(scores[i] - mx);
+      sum += scores[i];
     }
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      if (scores[c] == 0.0f) continue;
-      float p = static_cast<float>(scores[c] / sum);
+    for (int32_t i = 0; i < nc; ++i) {
+      if (scores[i] == 0.0f) continue;
+      const int32_t c = b.cell(tt, i);
+      float p = static_cast<float>(scores[i] / sum);
       if (vc->type == DType::F16) p = round_fp16(p);
       for (int64_t d = 0; d < hd_v; ++d) acc[d] += static_cast<double>(p) * cache_value(vc, c, kvh * hd_v + d);
     }

@@ -94,17 +94,21 @@ kestrel_status kestrel_get_logits(kestrel_context* ctx, int32_t i, const float**
 }
 
 kestrel_status kestrel_kv_seq_remove(kestrel_context* ctx, int32_t seq, int32_t p0, int32_t p1) {
-  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_remove", "ctx must not be NULL");
-  ctx->ctx->kv().seq_remove(seq, p0, p1);
-  return KESTREL_OK;
+  return guard("kestrel_kv_seq_remove", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_remove", "ctx must not be NULL");
+    const kestrel::Status st = ctx->ctx->kv().seq_remove(seq, p0, p1);
+    return st.ok() ? KESTREL_OK : fail(st);
+  });
 }
 
 kestrel_status kestrel_kv_seq_copy(kestrel_context* ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
-  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_copy", "ctx must not be NULL");
-  const int32_t n = ctx->ctx->kv().n_seq_max();
-  KS_API_CHECK_ARG(src >= 0 && src < n && dst >= 0 && dst < n, "kestrel_kv_seq_copy", "sequence id out of range");
-  ctx->ctx->kv().seq_copy(src, dst, p0, p1);
-  return KESTREL_OK;
+  return guard("kestrel_kv_seq_copy", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_copy", "ctx must not be NULL");
+    const int32_t n = ctx->ctx->kv().n_seq_max();
+    KS_API_CHECK_ARG(src >= 0 && src < n && dst >= 0 && dst < n, "kestrel_kv_seq_copy", "sequence id out of range");
+    const kestrel::Status st = ctx->ctx->kv().seq_copy(src, dst, p0, p1);
+    return st.ok() ? KESTREL_OK : fail(st);
+  });
 }
 
 kestrel_status kestrel_kv_seq_keep(kestrel_context* ctx, int32_t seq) {

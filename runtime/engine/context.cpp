@@ -75,11 +75,7 @@ Status Context::decode(const DecodeBatch& in) {
         return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: negative position at batch row " + std::to_string(i));
     }
   }
-  const int32_t free_cells = kv_->n_cells() - kv_->n_used();
-  if (T > free_cells)
-    return Error(KESTREL_ERR_CONTEXT_FULL, "context full: the batch has " + std::to_string(T) + " tokens but only " +
-                                               std::to_string(free_cells) + " of " + std::to_string(kv_->n_cells()) +
-                                               " cells are free (raise n_ctx or remove old tokens)");
+  KS_RETURN_IF_ERROR(kv_->can_claim(seq));  // the whole batch fits, or nothing is cached
   // Which rows produce logits, and where they go.
   logit_row_.assign(T, -1);
   int32_t n_out = 0;
@@ -107,7 +103,7 @@ Status Context::decode(const DecodeBatch& in) {
 Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos,
                          std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out) {
   std::vector<int32_t> slots;
-  KS_RETURN_IF_ERROR(kv_->claim(pos, seq, &slots));
+  KS_RETURN_IF_ERROR(kv_->claim(tokens, pos, seq, &slots));
   ForwardBatch fb;
   fb.n_tokens = static_cast<int32_t>(tokens.size());
   fb.tokens = tokens.data();

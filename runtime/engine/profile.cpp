@@ -42,7 +42,9 @@ void cost(Backend& backend, const Node& n, double* bytes, double* flops) {
   } else if (n.op == Op::ATTENTION && n.aux) {
     const auto* ab = static_cast<const AttentionBatch*>(n.aux);
     const Tensor *q = n.src[0], *k = n.src[1], *v = n.src[2];
-    const double cells = ab->n_cells;
+    double cells = 0;  // cells read per token, averaged over the batch
+    for (int32_t t = 0; t < ab->n_tokens; ++t) cells += ab->n_cells_of(t);
+    cells /= std::max(1, ab->n_tokens);
     *bytes = cells * (static_cast<double>(k->nb[1]) + static_cast<double>(v->nb[1]));
     // q.k and p.v for every head, token and cell (the mask skips some; this is the upper bound).
     *flops = 2.0 * cells * static_cast<double>(q->ne[1]) * static_cast<double>(q->ne[2]) *

@@ -10,13 +10,26 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
   if (o.n_seq_max <= 0 || o.n_seq_max > kMaxSeq)
     return Error(KESTREL_ERR_INVALID_ARGUMENT,
                  "KV cache: n_seq_max must be in [1, " + std::to_string(kMaxSeq) + "]");
+  if (o.block_size < 0) return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: block size must be >= 0");
   std::unique_ptr<KvCache> c(new KvCache());
   c->backend_ = &backend;
   c->n_seq_max_ = o.n_seq_max;
-  c->cell_pos_.assign(o.n_cells, -1);
-  c->cell_seqs_.assign(o.n_cells, 0);
+  // Blocks of 16 cells, fewer when the cache is small: each sequence needs a block of its own.
+  int32_t bs = o.block_size;
+  if (bs == 0) {
+    bs = 16;
+    while (bs > 1 && (o.n_cells + bs - 1) / bs < 2 * o.n_seq_max) bs /= 2;
+  }
+  c->block_size_ = bs;
+  const int32_t n_blocks = (o.n_cells + bs - 1) / bs;
+  const int32_t n_cells = n_blocks * bs;  // storage rounds up to whole blocks
+  c->pool_ = std::make_unique<BlockPool>(n_blocks);
+  c->cell_pos_.assign(static_cast<size_t>(n_cells), -1);
+  c->cell_tok_.assign(static_cast<size_t>(n_cells), -1);
+  c->tables_.resize(static_cast<size_t>(o.n_seq_max));
+  c->fill_.assign(static_cast<size_t>(o.n_seq_max), 0);
   auto make = [&](int64_t rows, std::vector<Tensor>& out) -> Status {
-    Tensor t = make_tensor(o.type, rows, o.n_cells);
+    Tensor t = make_tensor(o.type, rows, n_cells);
     t.data = backend.alloc(t.n_bytes());
     if (!t.data)
       return Error(KESTREL_ERR_OUT_OF_MEMORY, "KV cache: cannot allocate " + std::to_string(t.n_bytes()) + " bytes");
@@ -33,9 +46,9 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
                                                      std::to_string(o.k_rows[l]) + ", V rows " + std::to_string(o.v_rows[l]));
     KS_RETURN_IF_ERROR(make(o.k_rows[l], c->k_));
     if (o.v_in_k) {
-      Tensor v = make_tensor(o.type, o.v_rows[l], o.n_cells, 1, 1, c->k_.back().data);
+      Tensor v = make_tensor(o.type, o.v_rows[l], n_cells, 1, 1, c->k_.back().data);
       v.nb[1] = c->k_.back().nb[1];
-      v.nb[2] = v.nb[3] = v.nb[1] * static_cast<size_t>(o.n_cells);
+      v.nb[2] = v.nb[3] = v.nb[1] * static_cast<size_t>(n_cells);
       c->v_.push_back(v);
     } else {
       KS_RETURN_IF_ERROR(make(o.v_rows[l], c->v_));
@@ -49,16 +62,103 @@ KvCache::~KvCache() {
 }
 
 int32_t KvCache::n_used() const {
-  return static_cast<int32_t>(std::count_if(cell_pos_.begin(), cell_pos_.end(), [](int32_t p) { return p >= 0; }));
+  int32_t n = 0;
+  for (int32_t b = 0; b < pool_->n_blocks(); ++b) {
+    if (pool_->refcount(b) == 0) continue;
+    for (int32_t j = 0; j < block_size_; ++j) n += cell_pos_[static_cast<size_t>(b * block_size_ + j)] >= 0;
+  }
+  return n;
 }
 
-void KvCache::update_used_end() {
-  used_end_ = n_cells();
-  while (used_end_ > 0 && cell_pos_[used_end_ - 1] < 0) --used_end_;
+KvCache::Stats KvCache::stats() const {
+  Stats s;
+  s.block_size = block_size_;
+  s.blocks = pool_->n_blocks();
+  s.blocks_held = pool_->n_held();
+  s.blocks_cached = pool_->n_cached();
+  s.blocks_free = pool_->n_free();
+  s.prefix_queries = prefix_queries_;
+  s.prefix_hit_tokens = prefix_hit_tokens_;
+  s.prefix_query_tokens = prefix_query_tokens_;
+  return s;
 }
 
-Status KvCache::claim(std::span<const int32_t> pos, std::span<const int32_t> seq, std::vector<int32_t>* slots) {
+int32_t KvCache::used_in(int32_t seq, size_t i) const {
+  return i + 1 == tables_[static_cast<size_t>(seq)].size() ? fill_[static_cast<size_t>(seq)] : block_size_;
+}
+
+int32_t KvCache::blocks_needed(std::span<const int32_t> seq) const {
+  std::vector<int32_t> n(static_cast<size_t>(n_seq_max_), 0);
+  for (int32_t s : seq) ++n[static_cast<size_t>(s)];
+  int32_t need = 0;
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    int32_t left = n[static_cast<size_t>(s)];
+    if (left == 0) continue;
+    const auto& tb = tables_[static_cast<size_t>(s)];
+    if (!tb.empty()) {
+      const int32_t room = block_size_ - fill_[static_cast<size_t>(s)];
+      if (room > 0 && pool_->refcount(tb.back()) > 1) ++need;  // shared last block: copied first
+      left -= std::min(left, room);
+    }
+    need += (left + block_size_ - 1) / block_size_;
+  }
+  return need;
+}
+
+Status KvCache::can_claim(std::span<const int32_t> seq) const {
+  const int32_t need = blocks_needed(seq);
+  if (need <= pool_->n_available()) return Status::Ok();
+  return Error(KESTREL_ERR_CONTEXT_FULL,
+               "context full: the batch of " + std::to_string(seq.size()) + " tokens needs " + std::to_string(need) +
+                   " new blocks of " + std::to_string(block_size_) + " cells, " + std::to_string(pool_->n_available()) +
+                   " of " + std::to_string(pool_->n_blocks()) + " are free (raise n_ctx or remove old tokens)");
+}
+
+int32_t KvCache::copy_block(int32_t b, int32_t n_used_cells) {
+  const int32_t nb = pool_->allocate();
+  if (nb < 0) return -1;
+  const size_t B = static_cast<size_t>(block_size_);
+  std::vector<uint8_t> tmp;
+  auto copy_rows = [&](const Tensor& t) {
+    const size_t row = t.nb[1], n = row * static_cast<size_t>(n_used_cells);
+    tmp.resize(n);
+    uint8_t* base = static_cast<uint8_t*>(t.data);
+    backend_->read(tmp.data(), base + row * B * static_cast<size_t>(b), n);
+    backend_->write(base + row * B * static_cast<size_t>(nb), tmp.data(), n);
+  };
+  for (size_t l = 0; l < k_.size(); ++l) {
+    copy_rows(k_[l]);
+    if (v_[l].data != k_[l].data) copy_rows(v_[l]);
+  }
+  for (size_t j = 0; j < B; ++j) {
+    const bool used = static_cast<int32_t>(j) < n_used_cells;
+    cell_pos_[nb * B + j] = used ? cell_pos_[b * B + j] : -1;
+    cell_tok_[nb * B + j] = used ? cell_tok_[b * B + j] : -1;
+  }
+  return nb;
+}
+
+void KvCache::maybe_publish(int32_t seq) {
+  // A full block is published when it holds positions i*B .. i*B+B-1 of a sequence whose
+  // earlier blocks are published too: its hash then names the whole token prefix.
+  const auto& tb = tables_[static_cast<size_t>(seq)];
+  const size_t i = tb.size() - 1;
+  const int32_t b = tb[i], B = block_size_;
+  for (int32_t j = 0; j < B; ++j)
+    if (cell_pos_[static_cast<size_t>(b * B + j)] != static_cast<int32_t>(i) * B + j) return;
+  uint64_t prev = 0;
+  if (i > 0) {
+    if (!pool_->published(tb[i - 1])) return;
+    prev = pool_->hash(tb[i - 1]);
+  }
+  pool_->publish(b, block_hash(prev, cell_tok_.data() + static_cast<size_t>(b) * B, B));
+}
+
+Status KvCache::claim(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
+                      std::vector<int32_t>* slots) {
   slots->clear();
+  if (tokens.size() != pos.size() || seq.size() != pos.size())
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV claim: tokens, positions and sequence ids differ in length");
   for (size_t t = 0; t < pos.size(); ++t) {
     if (pos[t] < 0)
       return Error(KESTREL_ERR_INVALID_ARGUMENT, "batch token " + std::to_string(t) + ": negative position");
@@ -67,79 +167,224 @@ Status KvCache::claim(std::span<const int32_t> pos, std::span<const int32_t> seq
                                                  std::to_string(seq[t]) + " outside [0, " +
                                                  std::to_string(n_seq_max_) + ")");
   }
-  for (int32_t c = 0; c < n_cells() && slots->size() < pos.size(); ++c)
-    if (cell_pos_[c] < 0) slots->push_back(c);
-  if (slots->size() < pos.size()) {
-    const size_t free_cells = slots->size();
-    slots->clear();
-    return Error(KESTREL_ERR_CONTEXT_FULL, "context full: the batch needs " + std::to_string(pos.size()) +
-                                               " cells, " + std::to_string(free_cells) + " of " +
-                                               std::to_string(n_cells()) + " are free");
-  }
+  KS_RETURN_IF_ERROR(can_claim(seq));
+  const int32_t B = block_size_;
   for (size_t t = 0; t < pos.size(); ++t) {
-    cell_pos_[(*slots)[t]] = pos[t];
-    cell_seqs_[(*slots)[t]] = uint64_t{1} << seq[t];
+    const int32_t s = seq[t];
+    auto& tb = tables_[static_cast<size_t>(s)];
+    int32_t& fill = fill_[static_cast<size_t>(s)];
+    if (tb.empty() || fill == B) {
+      const int32_t b = pool_->allocate();  // can_claim() counted it
+      for (int32_t j = 0; j < B; ++j) cell_pos_[static_cast<size_t>(b * B + j)] = -1;
+      tb.push_back(b);
+      fill = 0;
+    } else if (pool_->refcount(tb.back()) > 1) {  // copy on write
+      const int32_t nb = copy_block(tb.back(), fill);
+      pool_->release(tb.back());
+      tb.back() = nb;
+    }
+    const int32_t slot = tb.back() * B + fill++;
+    cell_pos_[static_cast<size_t>(slot)] = pos[t];
+    cell_tok_[static_cast<size_t>(slot)] = tokens[t];
+    slots->push_back(slot);
+    if (fill == B) maybe_publish(s);
   }
-  update_used_end();
   return Status::Ok();
 }
 
 AttentionBatch KvCache::attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq) const {
+  table_begin_.assign(static_cast<size_t>(n_seq_max_) + 1, 0);
+  flat_tables_.clear();
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    const auto& tb = tables_[static_cast<size_t>(s)];
+    flat_tables_.insert(flat_tables_.end(), tb.begin(), tb.end());
+    table_begin_[static_cast<size_t>(s) + 1] = static_cast<int32_t>(flat_tables_.size());
+  }
   AttentionBatch b;
   b.n_tokens = static_cast<int32_t>(pos.size());
   b.token_pos = pos.data();
   b.token_seq = seq.data();
-  b.n_cells = used_end_;
   b.cell_pos = cell_pos_.data();
-  b.cell_seqs = cell_seqs_.data();
+  b.block_size = block_size_;
+  b.table_begin = table_begin_.data();
+  b.tables = flat_tables_.data();
+  for (int32_t t = 0; t < b.n_tokens; ++t) b.max_cells = std::max(b.max_cells, b.n_cells_of(t));
   return b;
 }
 
-void KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
-  if (p0 < 0) p0 = 0;
-  if (p1 < 0) p1 = INT32_MAX;
-  for (int32_t c = 0; c < n_cells(); ++c) {
-    if (cell_pos_[c] < p0 || cell_pos_[c] >= p1) continue;
-    if (seq < 0) cell_seqs_[c] = 0;
-    else if (seq < kMaxSeq) cell_seqs_[c] &= ~(uint64_t{1} << seq);
-    if (cell_seqs_[c] == 0) cell_pos_[c] = -1;
+int32_t KvCache::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
+  if (seq < 0 || seq >= n_seq_max_ || !tables_[static_cast<size_t>(seq)].empty()) return 0;
+  ++prefix_queries_;
+  prefix_query_tokens_ += static_cast<int64_t>(tokens.size());
+  const int32_t B = block_size_, n = static_cast<int32_t>(tokens.size());
+  auto& tb = tables_[static_cast<size_t>(seq)];
+  uint64_t prev = 0;
+  for (int32_t k = 0; (k + 1) * B < n; ++k) {
+    const uint64_t h = block_hash(prev, tokens.data() + k * B, B);
+    const int32_t b = pool_->lookup(h);
+    if (b < 0) break;
+    bool same = true;  // the hash found it; the cells must say the same
+    for (int32_t j = 0; j < B && same; ++j)
+      same = cell_tok_[static_cast<size_t>(b * B + j)] == tokens[static_cast<size_t>(k * B + j)] &&
+             cell_pos_[static_cast<size_t>(b * B + j)] == k * B + j;
+    if (!same) break;
+    pool_->retain(b);
+    tb.push_back(b);
+    prev = h;
   }
-  update_used_end();
+  fill_[static_cast<size_t>(seq)] = tb.empty() ? 0 : B;
+  const int32_t hit = static_cast<int32_t>(tb.size()) * B;
+  prefix_hit_tokens_ += hit;
+  return hit;
 }
 
-void KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
-  if (src < 0 || src >= kMaxSeq || dst < 0 || dst >= kMaxSeq || src == dst) return;
+Status KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
   if (p0 < 0) p0 = 0;
   if (p1 < 0) p1 = INT32_MAX;
-  for (int32_t c = 0; c < n_cells(); ++c)
-    if (cell_pos_[c] >= p0 && cell_pos_[c] < p1 && ((cell_seqs_[c] >> src) & 1u))
-      cell_seqs_[c] |= uint64_t{1} << dst;
+  if (seq >= n_seq_max_) return Status::Ok();
+  const int32_t B = block_size_;
+  auto in_range = [&](int32_t cp) { return cp >= 0 && cp >= p0 && cp < p1; };
+  // Blocks that keep some cells and lose others are changed in place, after a private copy when
+  // shared: count those copies first so that a shortage changes nothing.
+  int32_t copies = 0;
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    if (seq >= 0 && s != seq) continue;
+    const auto& tb = tables_[static_cast<size_t>(s)];
+    for (size_t i = 0; i < tb.size(); ++i) {
+      bool hit = false, rest = false;
+      for (int32_t j = 0; j < used_in(s, i); ++j) {
+        const int32_t cp = cell_pos_[static_cast<size_t>(tb[i] * B + j)];
+        (in_range(cp) ? hit : rest) |= cp >= 0;
+      }
+      copies += hit && rest && pool_->refcount(tb[i]) > 1;
+    }
+  }
+  if (copies > pool_->n_available())
+    return Error(KESTREL_ERR_CONTEXT_FULL, "KV seq_remove: splitting shared blocks needs " + std::to_string(copies) +
+                                               " free blocks, " + std::to_string(pool_->n_available()) + " are free");
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    if (seq >= 0 && s != seq) continue;
+    auto& tb = tables_[static_cast<size_t>(s)];
+    std::vector<int32_t> kept;
+    for (size_t i = 0; i < tb.size(); ++i) {
+      int32_t b = tb[i];
+      const int32_t used = used_in(s, i);
+      bool hit = false, rest = false;
+      for (int32_t j = 0; j < used; ++j) {
+        const int32_t cp = cell_pos_[static_cast<size_t>(b * B + j)];
+        (in_range(cp) ? hit : rest) |= cp >= 0;
+      }
+      if (!hit) {
+        kept.push_back(b);
+        continue;
+      }
+      if (!rest) {  // the whole block goes
+        pool_->release(b);
+        continue;
+      }
+      if (pool_->refcount(b) > 1) {
+        const int32_t nb = copy_block(b, used);
+        pool_->release(b);
+        b = nb;
+      } else {
+        pool_->unpublish(b);  // its content changes
+      }
+      for (int32_t j = 0; j < used; ++j)
+        if (in_range(cell_pos_[static_cast<size_t>(b * B + j)])) cell_pos_[static_cast<size_t>(b * B + j)] = -1;
+      kept.push_back(b);
+    }
+    tb = std::move(kept);
+    int32_t fill = 0;  // the last block's cells after its last used one are free again
+    if (!tb.empty())
+      for (int32_t j = 0; j < B; ++j)
+        if (cell_pos_[static_cast<size_t>(tb.back() * B + j)] >= 0) fill = j + 1;
+    fill_[static_cast<size_t>(s)] = fill;
+  }
+  return Status::Ok();
+}
+
+Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  if (src < 0 || src >= n_seq_max_ || dst < 0 || dst >= n_seq_max_)
+    return Error(KESTREL_ERR_OUT_OF_RANGE, "KV seq_copy: sequence id outside [0, " + std::to_string(n_seq_max_) + ")");
+  if (src == dst) return Status::Ok();
+  if (p0 < 0) p0 = 0;
+  if (p1 < 0) p1 = INT32_MAX;
+  const int32_t B = block_size_;
+  const auto& st = tables_[static_cast<size_t>(src)];
+  // Blocks wholly inside the range are shared; blocks partly inside are copied cell by cell.
+  std::vector<int32_t> n_in(st.size(), 0), n_set(st.size(), 0);
+  int32_t copies = 0;
+  for (size_t i = 0; i < st.size(); ++i) {
+    for (int32_t j = 0; j < used_in(src, i); ++j) {
+      const int32_t cp = cell_pos_[static_cast<size_t>(st[i] * B + j)];
+      n_set[i] += cp >= 0;
+      n_in[i] += cp >= 0 && cp >= p0 && cp < p1;
+    }
+    copies += n_in[i] > 0 && n_in[i] < n_set[i];
+  }
+  if (copies > pool_->n_available())
+    return Error(KESTREL_ERR_CONTEXT_FULL, "KV seq_copy: needs " + std::to_string(copies) + " free blocks, " +
+                                               std::to_string(pool_->n_available()) + " are free");
+  auto& dt = tables_[static_cast<size_t>(dst)];
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (n_in[i] == 0) continue;
+    if (n_in[i] == n_set[i]) {
+      pool_->retain(st[i]);
+      dt.push_back(st[i]);
+      fill_[static_cast<size_t>(dst)] = used_in(src, i);
+      continue;
+    }
+    const int32_t nb = pool_->allocate();
+    int32_t m = 0;
+    for (int32_t j = 0; j < B; ++j) cell_pos_[static_cast<size_t>(nb * B + j)] = -1;
+    for (int32_t j = 0; j < used_in(src, i); ++j) {
+      const size_t from = static_cast<size_t>(st[i] * B + j);
+      const int32_t cp = cell_pos_[from];
+      if (cp < 0 || cp < p0 || cp >= p1) continue;
+      const size_t to = static_cast<size_t>(nb * B + m++);
+      for (size_t l = 0; l < k_.size(); ++l) {
+        for (const Tensor* t : {&k_[l], &v_[l]}) {
+          if (t == &v_[l] && v_[l].data == k_[l].data) continue;
+          std::vector<uint8_t> row(t->nb[1]);
+          uint8_t* base = static_cast<uint8_t*>(t->data);
+          backend_->read(row.data(), base + t->nb[1] * from, row.size());
+          backend_->write(base + t->nb[1] * to, row.data(), row.size());
+        }
+      }
+      cell_pos_[to] = cp;
+      cell_tok_[to] = cell_tok_[from];
+    }
+    dt.push_back(nb);
+    fill_[static_cast<size_t>(dst)] = m;
+  }
+  return Status::Ok();
+}
+
+void KvCache::drop_table(int32_t seq) {
+  for (int32_t b : tables_[static_cast<size_t>(seq)]) pool_->release(b);
+  tables_[static_cast<size_t>(seq)].clear();
+  fill_[static_cast<size_t>(seq)] = 0;
 }
 
 void KvCache::seq_keep(int32_t seq) {
-  for (int32_t c = 0; c < n_cells(); ++c) {
-    if (seq >= 0 && seq < kMaxSeq && ((cell_seqs_[c] >> seq) & 1u)) {
-      cell_seqs_[c] = uint64_t{1} << seq;
-    } else {
-      cell_seqs_[c] = 0;
-      cell_pos_[c] = -1;
-    }
-  }
-  update_used_end();
+  for (int32_t s = 0; s < n_seq_max_; ++s)
+    if (s != seq) drop_table(s);
 }
 
 int32_t KvCache::seq_pos_max(int32_t seq) const {
   int32_t mx = -1;
-  if (seq < 0 || seq >= kMaxSeq) return mx;
-  for (int32_t c = 0; c < n_cells(); ++c)
-    if (cell_pos_[c] >= 0 && ((cell_seqs_[c] >> seq) & 1u)) mx = std::max(mx, cell_pos_[c]);
+  if (seq < 0 || seq >= n_seq_max_) return mx;
+  const auto& tb = tables_[static_cast<size_t>(seq)];
+  for (size_t i = 0; i < tb.size(); ++i)
+    for (int32_t j = 0; j < used_in(seq, i); ++j) mx = std::max(mx, cell_pos_[static_cast<size_t>(tb[i] * block_size_ + j)]);
   return mx;
 }
 
 void KvCache::clear() {
+  for (int32_t s = 0; s < n_seq_max_; ++s) drop_table(s);
+  pool_->reset();
   std::fill(cell_pos_.begin(), cell_pos_.end(), -1);
-  std::fill(cell_seqs_.begin(), cell_seqs_.end(), 0);
-  used_end_ = 0;
+  prefix_queries_ = prefix_hit_tokens_ = prefix_query_tokens_ = 0;
 }
 
 }  // namespace kestrel

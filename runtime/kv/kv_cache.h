@@ -1,7 +1,11 @@
-// The KV cache: per layer a K and a V matrix of n_cells columns ([row, n_cells], F16 like
-// llama.cpp; with v_in_k only K is stored and V views its leading values), and per cell the position and the set of sequences that own it. Sequence
-// operations (remove a range, copy, keep) work on cells, so speculative rollback and the
-// scheduler share one mechanism. Paging (block tables, prefix sharing) builds on this interface.
+// The KV cache, paged: per layer a K and a V matrix of n_cells columns ([row, n_cells], F16 like
+// llama.cpp; with v_in_k only K is stored and V views its leading values), the cells grouped in
+// fixed-size blocks from a BlockPool. Each sequence has a block table; a token's K/V go to the
+// next cell of its sequence's last block. Blocks are shared by reference count: seq_copy shares
+// them, and full blocks of a prompt are published to the prefix cache so that a later sequence
+// with the same leading tokens attaches them (attach_prefix) instead of recomputing them. A
+// shared block that must change (an append to a shared last block, a removal) is copied first.
+// Sequence operations (remove a range, copy, keep) serve speculative rollback and the scheduler.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,58 +14,91 @@
 
 #include "backends/backend.h"
 #include "core/status.h"
+#include "kv/block_pool.h"
 #include "tensor/graph.h"
 
 namespace kestrel {
 
 class KvCache {
  public:
-  static constexpr int32_t kMaxSeq = 64;  // sequence ids live in a 64-bit mask per cell
+  static constexpr int32_t kMaxSeq = 64;
 
   struct Options {
     int32_t n_cells = 512;
     int32_t n_seq_max = 1;
+    // Cells per block; 0 picks 16, or less when n_cells is small for n_seq_max sequences.
+    int32_t block_size = 0;
     DType type = DType::F16;
     std::vector<int64_t> k_rows;  // per layer: values per cell in K (head_dim_k * n_kv_head)
     std::vector<int64_t> v_rows;  // per layer, for V
     // V is not stored: it is a view of the first v_rows values of each K row (MLA's latent).
     bool v_in_k = false;
   };
+  struct Stats {
+    int32_t block_size = 0, blocks = 0;
+    int32_t blocks_held = 0;    // in some sequence's table
+    int32_t blocks_cached = 0;  // held by nobody, kept for prefix reuse
+    int32_t blocks_free = 0;
+    int64_t prefix_queries = 0, prefix_hit_tokens = 0, prefix_query_tokens = 0;
+  };
   static Expected<std::unique_ptr<KvCache>> create(const Options& opts, Backend& backend);
   ~KvCache();
 
   int32_t n_cells() const { return static_cast<int32_t>(cell_pos_.size()); }
+  int32_t block_size() const { return block_size_; }
   int32_t n_seq_max() const { return n_seq_max_; }
-  int32_t n_used() const;
+  int32_t n_used() const;  // cells holding a token of some sequence
   size_t bytes() const { return bytes_; }  // K and V storage of every layer
   const Tensor& k(int layer) const { return k_[layer]; }
   const Tensor& v(int layer) const { return v_[layer]; }
+  Stats stats() const;
+  const std::vector<int32_t>& block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)]; }
+  int32_t cell_pos(int32_t cell) const { return cell_pos_[static_cast<size_t>(cell)]; }  // -1 = empty
 
-  // Claims one free cell per token, marks it with the token's position and sequence, and fills
-  // slots. Positions must be >= 0 and sequence ids < n_seq_max. Fails with CONTEXT_FULL (and
-  // claims nothing) if there are not enough free cells.
-  Status claim(std::span<const int32_t> pos, std::span<const int32_t> seq, std::vector<int32_t>* slots);
+  // OK if claim() of tokens of these sequences would succeed; CONTEXT_FULL (naming the shortfall)
+  // otherwise. Sequence ids must be valid.
+  Status can_claim(std::span<const int32_t> seq) const;
+  // Claims one cell per token (the next cell of its sequence), records its position and token id,
+  // and fills slots. Fails with CONTEXT_FULL, claiming nothing, when the blocks run out.
+  Status claim(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
+               std::vector<int32_t>* slots);
   // The visibility data the ATTENTION op reads (valid until the cache changes).
   AttentionBatch attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq) const;
 
+  // Prefix cache: for an empty sequence about to process `tokens` from position 0, attaches the
+  // longest run of cached full blocks holding exactly those leading tokens and returns how many
+  // tokens they cover (a multiple of the block size, always < tokens.size(), so the caller still
+  // decodes the last token and gets its logits). 0 when nothing matches or seq is not empty.
+  int32_t attach_prefix(int32_t seq, std::span<const int32_t> tokens);
+
   // Sequence operations; p1 < 0 means "to the end". seq < 0 means every sequence.
-  void seq_remove(int32_t seq, int32_t p0, int32_t p1);
-  void seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  Status seq_remove(int32_t seq, int32_t p0, int32_t p1);
+  Status seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1);
   void seq_keep(int32_t seq);
   int32_t seq_pos_max(int32_t seq) const;  // -1 if the sequence has no cells
-  void clear();
+  void clear();                            // every sequence, and the prefix cache
 
  private:
   KvCache() = default;
+  int32_t used_in(int32_t seq, size_t i) const;  // cells in use of block i of seq's table
+  int32_t blocks_needed(std::span<const int32_t> seq) const;
+  int32_t copy_block(int32_t b, int32_t n_cells_used);  // a private copy of b; -1 if none left
+  void maybe_publish(int32_t seq);
+  void drop_table(int32_t seq);
+
   Backend* backend_ = nullptr;
   int32_t n_seq_max_ = 1;
+  int32_t block_size_ = 16;
   size_t bytes_ = 0;
   std::vector<Tensor> k_, v_;
   std::vector<void*> buffers_;
-  std::vector<int32_t> cell_pos_;   // -1 = free
-  std::vector<uint64_t> cell_seqs_; // bit s = owned by sequence s
-  int32_t used_end_ = 0;            // one past the highest non-free cell
-  void update_used_end();
+  std::unique_ptr<BlockPool> pool_;
+  std::vector<int32_t> cell_pos_;  // -1 = empty
+  std::vector<int32_t> cell_tok_;  // the token whose K/V the cell holds (prefix cache checks)
+  std::vector<std::vector<int32_t>> tables_;  // per sequence
+  std::vector<int32_t> fill_;      // per sequence: cells written in its last block
+  int64_t prefix_queries_ = 0, prefix_hit_tokens_ = 0, prefix_query_tokens_ = 0;
+  mutable std::vector<int32_t> flat_tables_, table_begin_;  // attention_batch() scratch
 };
 
 }  // namespace kestrel

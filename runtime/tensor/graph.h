@@ -37,20 +37,41 @@ struct RopeParams {
 void rope_params_store(const RopeParams& p, int32_t* ip, float* fp);
 RopeParams rope_params_load(const int32_t* ip, const float* fp);
 
-// What ATTENTION needs to know about the batch and the cache cells (built by the KV cache).
+// What ATTENTION needs to know about the batch and the paged cache (built by the KV cache).
+// Cells are grouped in blocks of block_size; each sequence has a block table, the physical
+// blocks it reads in its own order (blocks of a shared prefix appear in several tables). Token t
+// reads the cells of its sequence's table only: cell(t, i) for i in [0, n_cells_of(t)), in that
+// order, whatever other sequences share the batch.
 struct AttentionBatch {
   int32_t n_tokens = 0;
-  const int32_t* token_pos = nullptr;   // [n_tokens]
-  const int32_t* token_seq = nullptr;   // [n_tokens]
-  int32_t n_cells = 0;                  // cells to scan: [0, n_cells)
-  const int32_t* cell_pos = nullptr;    // [n_cells]; -1 = empty
-  const uint64_t* cell_seqs = nullptr;  // [n_cells]; bit s set if the cell belongs to sequence s
-  // A cell c is visible to token t when it holds t's sequence, cell_pos[c] <= token_pos[t] and,
-  // with a sliding window W, token_pos[t] - cell_pos[c] < W.
+  const int32_t* token_pos = nullptr;  // [n_tokens]
+  const int32_t* token_seq = nullptr;  // [n_tokens]
+  const int32_t* cell_pos = nullptr;   // [every cell]; -1 = empty
+  int32_t block_size = 1;
+  const int32_t* table_begin = nullptr;  // [n_seq + 1]: sequence s owns tables[table_begin[s] .. table_begin[s + 1])
+  const int32_t* tables = nullptr;       // physical block ids
+  int32_t max_cells = 0;                 // the largest n_cells_of over the batch's tokens
+
+  int32_t n_cells_of(int32_t t) const {
+    const int32_t s = token_seq[t];
+    return (table_begin[s + 1] - table_begin[s]) * block_size;
+  }
+  int32_t cell(int32_t t, int32_t i) const {
+    return tables[table_begin[token_seq[t]] + i / block_size] * block_size + i % block_size;
+  }
+  // f(i, cell(t, i)) for i = 0, 1, ... n_cells_of(t) - 1, block by block (no division per cell).
+  template <class F>
+  void for_each_cell(int32_t t, F&& f) const {
+    const int32_t s = token_seq[t];
+    int32_t i = 0;
+    for (int32_t k = table_begin[s]; k < table_begin[s + 1]; ++k)
+      for (int32_t c = tables[k] * block_size, e = c + block_size; c < e; ++c) f(i++, c);
+  }
+  // Cell c (of t's table) is visible to token t when it holds a position <= token_pos[t] and, with
+  // a sliding window W, token_pos[t] - cell_pos[c] < W.
   bool visible(int32_t t, int32_t c, int32_t window) const {
     const int32_t cp = cell_pos[c];
     if (cp < 0 || cp > token_pos[t]) return false;
-    if (!((cell_seqs[c] >> token_seq[t]) & 1u)) return false;
     return window <= 0 || token_pos[t] - cp < window;
   }
 };

@@ -15,7 +15,7 @@ struct Case {
   Graph g;
   std::vector<Tensor*> outputs;
   // Extra state some ops point at (attention batches, slots).
-  std::vector<int32_t> i32a, i32b, i32c;
+  std::vector<int32_t> i32a, i32b, i32c, i32d, i32e;
   std::vector<uint64_t> u64;
   AttentionBatch attn;
 };

@@ -174,7 +174,22 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
       }
       c.i32c = tok_pos;
       c.i32c.insert(c.i32c.end(), tok_seq.begin(), tok_seq.end());
-      c.attn = {static_cast<int32_t>(T), c.i32c.data(), c.i32c.data() + T, static_cast<int32_t>(cells), c.i32b.data(), c.u64.data()};
+      // Block tables (blocks of one cell): each sequence's cells in cell order; cells of both
+      // sequences (mask 3) are a shared block in both tables.
+      c.i32e = {0};
+      for (int s = 0; s < 2; ++s) {
+        for (int32_t i = 0; i < cells; ++i)
+          if ((c.u64[i] >> s) & 1u) c.i32d.push_back(i);
+        c.i32e.push_back(static_cast<int32_t>(c.i32d.size()));
+      }
+      c.attn = AttentionBatch{};
+      c.attn.n_tokens = static_cast<int32_t>(T);
+      c.attn.token_pos = c.i32c.data();
+      c.attn.token_seq = c.i32c.data() + T;
+      c.attn.cell_pos = c.i32b.data();
+      c.attn.table_begin = c.i32e.data();
+      c.attn.tables = c.i32d.data();
+      for (int32_t t = 0; t < T; ++t) c.attn.max_cells = std::max(c.attn.max_cells, c.attn.n_cells_of(t));
       Tensor* k = input(c, DType::F32, rng, hd * nkv, T);
       Tensor* v = input(c, DType::F32, rng, hd * nkv, T);
       c.g.add(Op::KV_STORE, kct, kct, k).aux = c.i32a.data();

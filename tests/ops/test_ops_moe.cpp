@@ -236,9 +236,16 @@ TEST_CASE("ATTENTION with V as a view of K equals attention over a separate copy
   Tensor v_copy = buf.tensor(DType::F16, hd_v, cells);
   for (int64_t c = 0; c < cells; ++c) std::memcpy(v_copy.row(c), kc.row(c), hd_v * 2);
   std::vector<int32_t> cell_pos(cells), tok_pos = {6, 7, 8}, tok_seq = {0, 0, 0};
-  std::vector<uint64_t> cell_seqs(cells, 1);
-  for (int64_t c = 0; c < cells; ++c) cell_pos[c] = static_cast<int32_t>(c);
-  AttentionBatch ab{static_cast<int32_t>(T), tok_pos.data(), tok_seq.data(), static_cast<int32_t>(cells), cell_pos.data(), cell_seqs.data()};
+  std::vector<int32_t> table(cells), table_begin = {0, static_cast<int32_t>(cells)};  // one block per cell
+  for (int64_t c = 0; c < cells; ++c) cell_pos[c] = table[c] = static_cast<int32_t>(c);
+  AttentionBatch ab;
+  ab.n_tokens = static_cast<int32_t>(T);
+  ab.token_pos = tok_pos.data();
+  ab.token_seq = tok_seq.data();
+  ab.cell_pos = cell_pos.data();
+  ab.table_begin = table_begin.data();
+  ab.tables = table.data();
+  ab.max_cells = static_cast<int32_t>(cells);
   Tensor q = buf.tensor(DType::F32, hd_k, nh, T);
   fill_random(q, rng);
   std::vector<float> out[2];

@@ -1,6 +1,8 @@
 // The graph memory planner, the KV cache's sequence operations and the thread pool.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <cmath>
 #include <set>
@@ -56,6 +58,18 @@ TEST_CASE("plan reuses memory of dead intermediates and never overlaps live ones
   CHECK(bv->data == b->data);
 }
 
+// The cells token t of batch b may attend to (its sequence's block table, visible ones).
+std::vector<int32_t> visible_cells(const AttentionBatch& b, int32_t t, int32_t window) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < b.n_cells_of(t); ++i)
+    if (b.visible(t, b.cell(t, i), window)) out.push_back(b.cell(t, i));
+  return out;
+}
+bool sees(const AttentionBatch& b, int32_t t, int32_t cell, int32_t window) {
+  const auto v = visible_cells(b, t, window);
+  return std::find(v.begin(), v.end(), cell) != v.end();
+}
+
 TEST_CASE("KV cache: claim, visibility, sequence operations, context full") {
   auto cpu = make_cpu_backend(1);
   KvCache::Options o;
@@ -66,27 +80,28 @@ TEST_CASE("KV cache: claim, visibility, sequence operations, context full") {
   auto kv = KvCache::create(o, *cpu);
   REQUIRE(kv.ok());
   KvCache& c = *kv.value();
+  CHECK(c.block_size() == 1);  // 8 cells for 3 sequences: blocks of one cell
   std::vector<int32_t> slots;
-  const std::vector<int32_t> pos = {0, 1, 2, 0, 1}, seq = {0, 0, 0, 1, 1};
-  REQUIRE(c.claim(pos, seq, &slots).ok());
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1}, seq = {0, 0, 0, 1, 1}, tok = {5, 6, 7, 8, 9};
+  REQUIRE(c.claim(tok, pos, seq, &slots).ok());
   CHECK(c.n_used() == 5);
   CHECK(c.seq_pos_max(0) == 2);
   CHECK(c.seq_pos_max(1) == 1);
   AttentionBatch b = c.attention_batch(pos, seq);
-  CHECK(b.visible(1, slots[0], 0));    // seq 0 pos 1 sees pos 0
-  CHECK(!b.visible(1, slots[2], 0));   // not the future
-  CHECK(!b.visible(1, slots[3], 0));   // not another sequence
-  CHECK(!b.visible(2, slots[0], 2));   // window 2: pos 2 does not see pos 0
-  c.seq_copy(0, 2, 0, 2);              // seq 2 shares cells of pos 0, 1
+  CHECK(sees(b, 1, slots[0], 0));    // seq 0 pos 1 sees pos 0
+  CHECK(!sees(b, 1, slots[2], 0));   // not the future
+  CHECK(!sees(b, 1, slots[3], 0));   // not another sequence
+  CHECK(!sees(b, 2, slots[0], 2));   // window 2: pos 2 does not see pos 0
+  CHECK(c.seq_copy(0, 2, 0, 2).ok());  // seq 2 shares cells of pos 0, 1
   CHECK(c.seq_pos_max(2) == 1);
-  c.seq_remove(0, 0, -1);
-  CHECK(c.n_used() == 4);              // pos 0,1 still held by seq 2
+  CHECK(c.seq_remove(0, 0, -1).ok());
+  CHECK(c.n_used() == 4);            // pos 0,1 still held by seq 2
   CHECK(c.seq_pos_max(0) == -1);
   const std::vector<int32_t> big(5, 3), bigs(5, 0);
-  CHECK(c.claim(big, bigs, &slots).code() == KESTREL_ERR_CONTEXT_FULL);
-  CHECK(c.n_used() == 4);              // nothing claimed on failure
+  CHECK(c.claim(big, big, bigs, &slots).code() == KESTREL_ERR_CONTEXT_FULL);
+  CHECK(c.n_used() == 4);            // nothing claimed on failure
   const std::vector<int32_t> badseq = {3};
-  CHECK(c.claim(std::vector<int32_t>{0}, badseq, &slots).code() == KESTREL_ERR_OUT_OF_RANGE);
+  CHECK(c.claim(std::vector<int32_t>{0}, std::vector<int32_t>{0}, badseq, &slots).code() == KESTREL_ERR_OUT_OF_RANGE);
   c.seq_keep(1);
   CHECK(c.n_used() == 2);
   c.clear();

@@ -73,36 +73,37 @@ void attend_token(const Node& n, int64_t t, int64_t h0, int64_t h1, std::vector<
     const int64_t kvh = h / group;
     const float* qp = q->f32(h, t);
     for (int64_t d = 0; d < hd_k; ++d) qr[static_cast<size_t>(d)] = kKF16 ? round_fp16(qp[d]) : qp[d];
+    const int32_t tt = static_cast<int32_t>(t), nc = b.n_cells_of(tt);
     float mx = -std::numeric_limits<float>::infinity();
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      if (!b.visible(static_cast<int32_t>(t), c, window)) {
-        scores[static_cast<size_t>(c)] = -std::numeric_limits<float>::infinity();
-        continue;
+    b.for_each_cell(tt, [&](int32_t i, int32_t c) {  // the cells of t's block table, in order
+      if (!b.visible(tt, c, window)) {
+        scores[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+        return;
       }
       const void* krow = kc->row(c) + static_cast<size_t>(kvh * hd_k) * (kKF16 ? 2 : 4);
       float s = dot<kKF16>(qr.data(), krow, hd_k);
       s = softcap > 0 ? softcap * std::tanh(s * scale / softcap) : s * scale;
-      scores[static_cast<size_t>(c)] = s;
+      scores[static_cast<size_t>(i)] = s;
       mx = std::max(mx, s);
-    }
+    });
     const float sink = sinks ? static_cast<const float*>(sinks->data)[h] : -INFINITY;
     mx = std::max(mx, sink);
     float sum = sinks ? std::exp(sink - mx) : 0.0f;
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      float& s = scores[static_cast<size_t>(c)];
+    for (int32_t i = 0; i < nc; ++i) {
+      float& s = scores[static_cast<size_t>(i)];
       s = std::isinf(s) ? 0.0f : std::exp(s - mx);
       sum += s;
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
     const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-    for (int32_t c = 0; c < b.n_cells; ++c) {
-      const float e = scores[static_cast<size_t>(c)];
-      if (e == 0.0f) continue;
+    b.for_each_cell(tt, [&](int32_t i, int32_t c) {
+      const float e = scores[static_cast<size_t>(i)];
+      if (e == 0.0f) return;
       float p = e * inv;
       if (kVF16) p = round_fp16(p);
       const void* vrow = vc->row(c) + static_cast<size_t>(kvh * hd_v) * (kVF16 ? 2 : 4);
       axpy<kVF16>(p, vrow, acc.data(), hd_v);
-    }
+    });
     float* out = n.dst->f32(h, t);
     for (int64_t d = 0; d < hd_v; ++d) out[d] = acc[static_cast<size_t>(d)];
   }
@@ -121,7 +122,7 @@ void attention(const Node& n, ThreadPool& pool) {
   const auto* b = static_cast<const AttentionBatch*>(n.aux);
   const int64_t n_head = n.src[0]->ne[1];
   pool.run([&](int ith, int nth) {
-    std::vector<float> qr(static_cast<size_t>(n.src[0]->ne[0])), scores(static_cast<size_t>(b->n_cells)),
+    std::vector<float> qr(static_cast<size_t>(n.src[0]->ne[0])), scores(static_cast<size_t>(b->max_cells)),
         acc(static_cast<size_t>(n.dst->ne[0]));
     auto attend = [&](int64_t t, int64_t h0, int64_t h1) {
       if (kf16 && vf16) attend_token<true, true>(n, t, h0, h1, qr, scores, acc);
