@@ -263,6 +263,84 @@ KESTREL_API kestrel_status kestrel_generate(kestrel_context *ctx, const char *pr
                                             const kestrel_generate_options *opts,
                                             int32_t *n_generated);
 
+/* ---- engine: many requests, continuous batching ------------------------------------------ */
+/* An engine owns a context whose KV cache (paged, with a prefix cache) is shared by up to
+ * n_parallel running requests; a worker thread decodes them together, one batch per step (the
+ * next token of each running request plus prompt chunks, at most n_batch tokens). Every engine
+ * function may be called from any thread. Callbacks run on the engine's worker thread, one at a
+ * time; they may call kestrel_cancel but not kestrel_engine_free. */
+typedef struct kestrel_engine kestrel_engine;
+
+typedef struct kestrel_engine_options {
+  uint32_t struct_size;
+  uint32_t n_ctx;      /* KV cells shared by all requests; 0: min(model's context, 4096) */
+  uint32_t n_parallel; /* requests decoding at once (default 4, at most 64) */
+  uint32_t n_batch;    /* tokens per step (default 256) */
+  int32_t n_threads;   /* 0: the model's setting */
+} kestrel_engine_options;
+
+typedef enum kestrel_finish_reason {
+  KESTREL_FINISH_NONE = 0,
+  KESTREL_FINISH_STOP = 1,      /* end-of-generation token, a stop token or a stop string */
+  KESTREL_FINISH_LENGTH = 2,    /* max_tokens, or the context is full */
+  KESTREL_FINISH_CANCELLED = 3, /* kestrel_cancel, a callback returned false, or engine freed */
+  KESTREL_FINISH_ERROR = 4      /* see status and kestrel_last_error() of kestrel_wait */
+} kestrel_finish_reason;
+
+typedef struct kestrel_request_result {
+  uint32_t struct_size;
+  kestrel_finish_reason finish;
+  kestrel_status status; /* for KESTREL_FINISH_ERROR */
+  int32_t n_prompt;      /* prompt tokens */
+  int32_t n_cached;      /* of those, found in the prefix cache (not recomputed) */
+  int32_t n_generated;
+} kestrel_request_result;
+
+typedef void (*kestrel_logits_fn)(const float *logits, int32_t n_vocab, void *user);
+typedef void (*kestrel_done_fn)(const kestrel_request_result *result, void *user);
+
+typedef struct kestrel_request {
+  uint32_t struct_size;
+  const kestrel_token *prompt; /* copied by kestrel_submit */
+  int32_t n_prompt;
+  int32_t max_tokens;                      /* default 128 */
+  const kestrel_sampler_options *sampling; /* NULL: defaults */
+  bool stop_at_eog;                        /* default true */
+  const kestrel_token *stop_tokens;
+  int32_t n_stop_tokens;
+  const char *const *stop_strings; /* text ends before the first match; copied */
+  int32_t n_stop_strings;
+  kestrel_token_fn on_token;   /* final text per token (stop strings held back); token -1: the
+                                  last text at the end; return false to cancel */
+  kestrel_logits_fn on_logits; /* the logits each token is sampled from */
+  kestrel_done_fn on_done;     /* once, at the end; then the request is forgotten (no wait) */
+  void *user;
+} kestrel_request;
+
+KESTREL_API void kestrel_engine_options_init(kestrel_engine_options *opts);
+KESTREL_API kestrel_status kestrel_engine_new(const kestrel_model *model,
+                                              const kestrel_engine_options *opts,
+                                              kestrel_engine **out);
+/* Cancels every request, waits for the worker; the model must outlive the engine. */
+KESTREL_API void kestrel_engine_free(kestrel_engine *engine);
+KESTREL_API void kestrel_request_init(kestrel_request *req);
+/* Queues a request; *id names it. Bad input (empty prompt, token ids out of range, a prompt the
+ * context cannot hold, bad sampling options) fails here with a message. */
+KESTREL_API kestrel_status kestrel_submit(kestrel_engine *engine, const kestrel_request *req,
+                                          uint64_t *id);
+/* KESTREL_ERR_OUT_OF_RANGE when the request is unknown or already finished. */
+KESTREL_API kestrel_status kestrel_cancel(kestrel_engine *engine, uint64_t id);
+/* Blocks until the request finishes, fills *result (optional) and forgets the request. */
+KESTREL_API kestrel_status kestrel_wait(kestrel_engine *engine, uint64_t id,
+                                        kestrel_request_result *result);
+/* kestrel_submit + kestrel_wait. */
+KESTREL_API kestrel_status kestrel_engine_generate(kestrel_engine *engine, const kestrel_request *req,
+                                                   kestrel_request_result *result);
+/* JSON: requests (total, waiting, running, finished, preempted), tokens (prompt, cached,
+ * generated), KV blocks (used, cached, free) and the prefix-cache hit rate. */
+KESTREL_API kestrel_status kestrel_engine_stats(const kestrel_engine *engine, char *buf, size_t cap,
+                                                size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

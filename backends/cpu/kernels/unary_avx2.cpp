@@ -38,8 +38,6 @@ inline __m256 silu256(__m256 a) {
   return _mm256_div_ps(a, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-inline float silu1(float a) { return a / (1.0f + std::exp(-a)); }
-
 }  // namespace
 
 bool gated_unary_supported(const Node& n) {
@@ -52,18 +50,27 @@ bool gated_unary_supported(const Node& n) {
 }
 
 void gated_unary(const Node& n, int64_t r0, int64_t r1) {
+  // Row by row, and a row's last < 8 values through the same polynomial (padded), so that every
+  // value is computed the same way however rows are split across threads or batched.
   const int64_t K = n.src[0]->ne[0];
-  const float* a = n.src[0]->f32(0) + r0 * K;
-  const float* b = n.op == Op::SWIGLU ? n.src[1]->f32(0) + r0 * K : nullptr;
-  float* y = n.dst->f32(0) + r0 * K;
-  const int64_t total = (r1 - r0) * K;
-  int64_t i = 0;
-  for (; i + 8 <= total; i += 8) {
-    __m256 v = silu256(_mm256_loadu_ps(a + i));
-    if (b) v = _mm256_mul_ps(v, _mm256_loadu_ps(b + i));
-    _mm256_storeu_ps(y + i, v);
+  const bool gated = n.op == Op::SWIGLU;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* a = n.src[0]->f32(0) + r * K;
+    const float* b = gated ? n.src[1]->f32(0) + r * K : nullptr;
+    float* y = n.dst->f32(0) + r * K;
+    int64_t i = 0;
+    for (; i + 8 <= K; i += 8) {
+      __m256 v = silu256(_mm256_loadu_ps(a + i));
+      if (b) v = _mm256_mul_ps(v, _mm256_loadu_ps(b + i));
+      _mm256_storeu_ps(y + i, v);
+    }
+    if (i < K) {
+      alignas(32) float ta[8] = {0}, tb[8] = {0}, ty[8];
+      for (int64_t j = i; j < K; ++j) ta[j - i] = a[j], tb[j - i] = b ? b[j] : 1.0f;
+      _mm256_store_ps(ty, _mm256_mul_ps(silu256(_mm256_load_ps(ta)), _mm256_load_ps(tb)));
+      for (int64_t j = i; j < K; ++j) y[j] = ty[j - i];
+    }
   }
-  for (; i < total; ++i) y[i] = silu1(a[i]) * (b ? b[i] : 1.0f);
 }
 
 }  // namespace kestrel::cpu

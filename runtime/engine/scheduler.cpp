@@ -1,0 +1,356 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel {
+
+struct Scheduler::Request {
+  uint64_t id = 0;
+  RequestSpec spec;
+  Sampler sampler;
+  StreamingDetokenizer detok;
+  std::vector<int32_t> input;      // tokens to have in the KV cache: prompt, then (after preemption) + generated
+  std::vector<int32_t> generated;  // sampled tokens; the last one is not in the cache yet
+  std::string held;                // decoded text not yet emitted (could start a stop string)
+  int32_t seq = -1;
+  int32_t n_past = 0;              // tokens of `input` (then of generated) in the cache
+  bool admitted_once = false;
+  std::atomic<bool> cancel{false};
+  bool done = false;
+  RequestResult result;
+  Request(RequestSpec s, const Tokenizer& tok)
+      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt) {}
+};
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+    default: return "none";
+  }
+}
+
+Expected<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, const SchedulerOptions& o) {
+  if (o.n_parallel < 1 || o.n_parallel > KvCache::kMaxSeq)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "engine: n_parallel must be in [1, " + std::to_string(KvCache::kMaxSeq) + "]");
+  if (o.n_batch < 1) return Error(KESTREL_ERR_INVALID_ARGUMENT, "engine: n_batch must be >= 1");
+  std::unique_ptr<Scheduler> s(new Scheduler(model));
+  ContextOptions co;
+  co.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model.hparams().n_ctx_train, 4096);
+  co.n_seq_max = o.n_parallel;
+  co.n_batch = o.n_batch;
+  co.n_threads = o.n_threads;
+  auto ctx = Context::create(model, co);
+  if (!ctx.ok()) return ctx.status();
+  s->ctx_ = std::move(ctx.value());
+  s->n_ctx_ = co.n_ctx;
+  s->n_parallel_ = o.n_parallel;
+  s->n_batch_ = o.n_batch;
+  for (int32_t i = o.n_parallel - 1; i >= 0; --i) s->free_seqs_.push_back(i);
+  s->kv_stats_ = s->ctx_->kv().stats();
+  s->worker_ = std::thread([p = s.get()] { p->loop(); });
+  return s;
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& [id, r] : live_) r->cancel = true;
+  }
+  work_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Expected<uint64_t> Scheduler::submit(RequestSpec spec) {
+  const int32_t n_vocab = model_.hparams().n_vocab;
+  if (spec.prompt.empty()) return Error(KESTREL_ERR_INVALID_ARGUMENT, "request: the prompt has no tokens");
+  for (size_t i = 0; i < spec.prompt.size(); ++i)
+    if (spec.prompt[i] < 0 || spec.prompt[i] >= n_vocab)
+      return Error(KESTREL_ERR_OUT_OF_RANGE, "request: prompt token " + std::to_string(i) + " (id " +
+                                                 std::to_string(spec.prompt[i]) + ") is outside [0, " +
+                                                 std::to_string(n_vocab) + ")");
+  if (static_cast<int64_t>(spec.prompt.size()) + 1 > n_ctx_)
+    return Error(KESTREL_ERR_CONTEXT_FULL, "request: the prompt has " + std::to_string(spec.prompt.size()) +
+                                               " tokens, the context holds " + std::to_string(n_ctx_));
+  if (spec.max_tokens < 1) return Error(KESTREL_ERR_INVALID_ARGUMENT, "request: max_tokens must be >= 1");
+  KS_RETURN_IF_ERROR(validate(spec.sampling));
+  auto r = std::make_shared<Request>(std::move(spec), model_.tokenizer());
+  for (int32_t t : r->spec.prompt) r->sampler.accept(t);
+  r->result.n_prompt = static_cast<int32_t>(r->spec.prompt.size());
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Error(KESTREL_ERR_CANCELLED, "engine: shutting down");
+    id = r->id = next_id_++;
+    waiting_.push_back(r);
+    live_[id] = r;
+    ++n_requests_;
+  }
+  work_cv_.notify_one();
+  return id;
+}
+
+Status Scheduler::cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end() || it->second->done)
+    return Error(KESTREL_ERR_OUT_OF_RANGE, "engine: no running request " + std::to_string(id));
+  it->second->cancel = true;
+  work_cv_.notify_one();
+  return Status::Ok();
+}
+
+Expected<RequestResult> Scheduler::wait(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return Error(KESTREL_ERR_OUT_OF_RANGE, "engine: no request " + std::to_string(id));
+  std::shared_ptr<Request> r = it->second;
+  done_cv_.wait(lock, [&] { return r->done; });
+  live_.erase(id);
+  return r->result;
+}
+
+std::string Scheduler::stats_json() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const KvCache::Stats& k = kv_stats_;
+  nlohmann::json j = {
+      {"requests_total", n_requests_}, {"requests_finished", n_finished_},
+      {"requests_waiting", static_cast<int64_t>(waiting_.size())}, {"requests_running", n_running_},
+      {"requests_preempted", n_preempted_}, {"tokens_prompt", tok_prompt_}, {"tokens_cached", tok_cached_},
+      {"tokens_generated", tok_generated_},
+      {"kv", {{"block_size", k.block_size}, {"blocks", k.blocks}, {"blocks_used", k.blocks_held},
+              {"blocks_cached", k.blocks_cached}, {"blocks_free", k.blocks_free}}},
+      {"prefix_cache_hit_rate",
+       k.prefix_query_tokens > 0 ? static_cast<double>(k.prefix_hit_tokens) / static_cast<double>(k.prefix_query_tokens) : 0.0}};
+  return j.dump();
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stopping_ && running_.empty()) {
+        for (auto& r : waiting_) r->cancel = true;
+      }
+    }
+    step();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && running_.empty() && waiting_.empty()) return;
+  }
+}
+
+void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text) {
+  if (r.seq >= 0) {
+    (void)ctx_->kv().seq_remove(r.seq, 0, -1);  // full blocks stay in the prefix cache
+    free_seqs_.push_back(r.seq);
+    r.seq = -1;
+  }
+  if (flush_text && (why == FinishReason::Stop || why == FinishReason::Length)) {
+    // Text held back for stop strings, and the detokenizer's incomplete tail.
+    const std::string rest = r.held + r.detok.flush();
+    r.held.clear();
+    if (!rest.empty() && r.spec.on_token) r.spec.on_token(-1, rest);
+  }
+  r.result.finish = why;
+  r.result.status = std::move(st);
+  r.result.n_generated = static_cast<int32_t>(r.generated.size());
+  if (r.spec.on_done) r.spec.on_done(r.result);
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_stats_ = ctx_->kv().stats();
+  r.done = true;
+  ++n_finished_;
+  tok_generated_ += r.result.n_generated;
+  if (r.spec.on_done) live_.erase(r.id);
+  done_cv_.notify_all();
+}
+
+void Scheduler::admit() {
+  std::vector<std::shared_ptr<Request>> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->cancel) cancelled.push_back(*it), it = waiting_.erase(it);
+      else ++it;
+    }
+  }
+  for (auto& r : cancelled) finish(*r, FinishReason::Cancelled);
+  while (static_cast<int32_t>(running_.size()) < n_parallel_ && !free_seqs_.empty()) {
+    std::shared_ptr<Request> r;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (waiting_.empty()) break;
+      r = waiting_.front();
+      waiting_.pop_front();
+    }
+    r->seq = free_seqs_.back();
+    free_seqs_.pop_back();
+    r->n_past = ctx_->kv().attach_prefix(r->seq, r->input);
+    // Admission by free blocks: the rest of its input and one more block must fit now.
+    const KvCache::Stats ks = ctx_->kv().stats();
+    const int32_t need = (static_cast<int32_t>(r->input.size()) - r->n_past) / ks.block_size + 1;
+    if (!running_.empty() && ks.blocks_free + ks.blocks_cached < need) {
+      (void)ctx_->kv().seq_remove(r->seq, 0, -1);
+      free_seqs_.push_back(r->seq);
+      r->seq = -1;
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_.push_front(r);
+      break;
+    }
+    if (!r->admitted_once) {
+      r->admitted_once = true;
+      r->result.n_cached = r->n_past;
+      std::lock_guard<std::mutex> lock(mu_);
+      tok_prompt_ += r->result.n_prompt;
+      tok_cached_ += r->n_past;
+    }
+    running_.push_back(r);
+  }
+}
+
+// Frees KV blocks for the batch by preempting the most recently admitted request (recompute).
+bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
+  if (ctx_->kv().can_claim(seqs).ok()) return true;
+  if (running_.size() <= 1) return false;
+  std::shared_ptr<Request> v = running_.back();
+  running_.pop_back();
+  (void)ctx_->kv().seq_remove(v->seq, 0, -1);
+  free_seqs_.push_back(v->seq);
+  v->seq = -1;
+  v->input = v->spec.prompt;
+  v->input.insert(v->input.end(), v->generated.begin(), v->generated.end());
+  v->n_past = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  waiting_.push_front(v);
+  ++n_preempted_;
+  return false;
+}
+
+bool Scheduler::step() {
+  for (size_t i = 0; i < running_.size();) {
+    if (running_[i]->cancel) {
+      std::shared_ptr<Request> r = running_[i];
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      finish(*r, FinishReason::Cancelled);
+    } else {
+      ++i;
+    }
+  }
+  admit();
+  if (running_.empty()) return false;
+
+  std::vector<int32_t> tokens, pos, seqs;
+  std::vector<bool> want;
+  std::vector<Request*> row_req;  // the request a logits row samples for
+  for (;;) {
+    tokens.clear(), pos.clear(), seqs.clear(), want.clear(), row_req.clear();
+    int32_t budget = n_batch_;
+    // Every generating request's next token first, then prompt chunks in admission order.
+    for (auto& r : running_) {
+      if (r->n_past < static_cast<int32_t>(r->input.size()) || budget == 0) continue;
+      tokens.push_back(r->generated.back());
+      pos.push_back(r->n_past);
+      seqs.push_back(r->seq);
+      want.push_back(true);
+      row_req.push_back(r.get());
+      --budget;
+    }
+    for (auto& r : running_) {
+      const int32_t left = static_cast<int32_t>(r->input.size()) - r->n_past;
+      if (left <= 0 || budget == 0) continue;
+      const int32_t n = std::min(left, budget);
+      for (int32_t i = 0; i < n; ++i) {
+        tokens.push_back(r->input[static_cast<size_t>(r->n_past + i)]);
+        pos.push_back(r->n_past + i);
+        seqs.push_back(r->seq);
+        want.push_back(i == left - 1);
+        row_req.push_back(i == left - 1 ? r.get() : nullptr);
+      }
+      budget -= n;
+    }
+    if (preempt_for(seqs)) break;
+    if (running_.size() == 1 && !ctx_->kv().can_claim(seqs).ok()) {
+      std::shared_ptr<Request> r = running_.front();
+      running_.clear();
+      finish(*r, FinishReason::Length);  // the context is full with this request alone
+      return true;
+    }
+  }
+  if (tokens.empty()) return true;
+  std::unique_ptr<bool[]> want_arr(new bool[want.size()]);
+  for (size_t i = 0; i < want.size(); ++i) want_arr[i] = want[i];
+  const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
+                                  .want_logits = {want_arr.get(), want.size()}});
+  if (!st.ok()) {
+    std::vector<std::shared_ptr<Request>> all;
+    all.swap(running_);
+    for (auto& r : all) finish(*r, FinishReason::Error, st);
+    return true;
+  }
+  // Bookkeeping, then sampling in batch order.
+  for (auto& r : running_) {
+    const int32_t n = static_cast<int32_t>(std::count(seqs.begin(), seqs.end(), r->seq));
+    r->n_past += n;
+  }
+  for (size_t i = 0; i < row_req.size(); ++i) {
+    if (!row_req[i]) continue;
+    auto l = ctx_->logits(static_cast<int32_t>(i));
+    if (l.ok()) emit(*row_req[i], l.value());
+  }
+  for (size_t i = 0; i < running_.size();) {
+    if (running_[i]->done) running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    else ++i;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  n_running_ = static_cast<int32_t>(running_.size());
+  kv_stats_ = ctx_->kv().stats();
+  return true;
+}
+
+// Samples the next token of r from logits and streams it; finishes r on a stop condition.
+void Scheduler::emit(Request& r, std::span<const float> logits) {
+  if (r.spec.on_logits) r.spec.on_logits(logits);
+  auto next = r.sampler.sample(logits);
+  if (!next.ok()) return finish(r, FinishReason::Error, next.status());
+  const int32_t t = next.value();
+  r.sampler.accept(t);
+  r.generated.push_back(t);
+  const Tokenizer& tok = model_.tokenizer();
+  const bool eog = r.spec.stop_at_eog && tok.is_eog(t);
+  const bool stop_tok = std::find(r.spec.stop_tokens.begin(), r.spec.stop_tokens.end(), t) != r.spec.stop_tokens.end();
+  if (eog || stop_tok) {
+    if (r.spec.on_token && !r.spec.on_token(t, "")) return finish(r, FinishReason::Cancelled);
+    return finish(r, FinishReason::Stop);
+  }
+  r.held += r.detok.push(t);
+  // A stop string ends the text before it; otherwise emit all but the longest tail that could
+  // still grow into one.
+  size_t cut = std::string::npos;
+  for (const std::string& s : r.spec.stop_strings)
+    if (!s.empty()) cut = std::min(cut, r.held.find(s));
+  if (cut != std::string::npos) {
+    const std::string out = r.held.substr(0, cut);
+    r.held.clear();
+    if (r.spec.on_token && !r.spec.on_token(t, out)) return finish(r, FinishReason::Cancelled);
+    return finish(r, FinishReason::Stop, Status::Ok(), /*flush_text=*/false);  // the rest follows the stop string
+  }
+  size_t keep = 0;
+  for (const std::string& s : r.spec.stop_strings)
+    for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), r.held.size()); k > keep; --k)
+      if (r.held.compare(r.held.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  const std::string out = r.held.substr(0, r.held.size() - keep);
+  r.held.erase(0, r.held.size() - keep);
+  if (r.spec.on_token && !r.spec.on_token(t, out)) return finish(r, FinishReason::Cancelled);
+  if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens) return finish(r, FinishReason::Length);
+}
+
+}  // namespace kestrel
