@@ -20,6 +20,8 @@ SamplerParams to_sampler_params(const kestrel_sampler_options& o) {
   p.frequency_penalty = o.frequency_penalty;
   p.penalty_last_n = o.penalty_last_n;
   p.seed = o.seed;
+  if (o.n_logit_bias > 0 && o.logit_bias_tokens && o.logit_bias_values)
+    for (int32_t i = 0; i < o.n_logit_bias; ++i) p.logit_bias.emplace_back(o.logit_bias_tokens[i], o.logit_bias_values[i]);
   return p;
 }
 

@@ -226,6 +226,10 @@ typedef struct kestrel_sampler_options {
   float frequency_penalty; /* 0: off (default) */
   int32_t penalty_last_n;  /* tokens the penalties look back over (default 64) */
   uint64_t seed;           /* the same seed reproduces the same draws */
+  /* Added to the logits of these tokens before sampling (-INFINITY bans one); copied. */
+  const kestrel_token *logit_bias_tokens;
+  const float *logit_bias_values;
+  int32_t n_logit_bias;
 } kestrel_sampler_options;
 
 KESTREL_API void kestrel_sampler_options_init(kestrel_sampler_options *opts);

@@ -38,6 +38,7 @@ int cmd_chat(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 // Shared helpers.
 std::string read_all_stdin();

@@ -20,6 +20,7 @@ const char* kUsage =
     "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n"
     "  bench     -m MODEL [-p 512[,128..]] [-n 128[,..]] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
     "  quantize  IN.gguf OUT.gguf TYPE [-t THREADS]\n"
+    "  serve     -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [-c CTX] [--alias NAME]\n"
     "  synth     PRESET | --arch ARCH [--set KEY=VALUE ...] [--type TYPE] [--layers N] [--vocab N] [-o OUT.gguf] [--seed S] (--list)\n";
 
 struct Command {
@@ -36,6 +37,7 @@ const Command kCommands[] = {
     {"bench", kestrel::cli::cmd_bench},
     {"quantize", kestrel::cli::cmd_quantize},
     {"synth", kestrel::cli::cmd_synth},
+    {"serve", kestrel::cli::cmd_serve},
 };
 
 }  // namespace

@@ -1,0 +1,298 @@
+// kestrel serve against the official OpenAI client and raw HTTP: completions and chat (plain and
+// streaming), models, auth, every bad-input case with its status and error body, 16 concurrent
+// greedy streams equal to each alone, a shared prefix prefilled once, a bounded load test with
+// client disconnects, and a clean SIGTERM. Run by ctest (tests/CMakeLists.txt); needs
+// `npm install --prefix tests/server` (.ci/run does it).
+import { spawn, execFileSync } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+
+let OpenAI;
+try {
+  OpenAI = (await import('openai')).default;
+} catch {
+  console.log('openai package missing: run npm install --prefix tests/server');
+  process.exit(process.env.KESTREL_REQUIRE_TESTDATA === '1' ? 1 : 77);
+}
+
+const cli = process.env.KESTREL_CLI;
+const data = process.env.KESTREL_TESTDATA || new URL('../../../shared/testdata', import.meta.url).pathname;
+const model = `${data}/models/stories260K-f32.gguf`;
+if (!cli || !existsSync(model)) {
+  console.log(`missing ${!cli ? 'KESTREL_CLI' : model}`);
+  process.exit(process.env.KESTREL_REQUIRE_TESTDATA === '1' ? 1 : 77);
+}
+
+const KEY = 'test-key-123';
+const server = spawn(cli, ['serve', '-m', model, '--port', '0', '--api-key', KEY, '--parallel', '8', '--ctx', '2048',
+                           '--alias', 'stories'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const base = await new Promise((resolve, reject) => {
+  let out = '';
+  server.stdout.on('data', (d) => {
+    out += d;
+    const m = out.match(/listening on (http:\/\/[\d.]+:\d+)/);
+    if (m) resolve(m[1]);
+  });
+  server.on('exit', (code) => reject(new Error(`server exited early (${code})`)));
+  setTimeout(() => reject(new Error('server did not start')), 20000);
+});
+const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+const auth = { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' };
+const post = (path, body, headers = auth) =>
+  fetch(base + path, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+let failures = 0;
+async function test(name, fn) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}\n     ${e.stack || e}`);
+  }
+}
+async function expectError(res, status, param) {
+  assert.equal(res.status, status, `status ${res.status}, want ${status}`);
+  const j = await res.json();
+  assert.equal(typeof j.error, 'object', 'an OpenAI error object');
+  assert.equal(typeof j.error.message, 'string');
+  assert.ok(j.error.message.length > 0);
+  assert.equal(typeof j.error.type, 'string');
+  if (param !== undefined) assert.equal(j.error.param, param);
+  return j.error;
+}
+async function metric(name) {
+  const t = await (await fetch(`${base}/metrics`, { headers: auth })).text();
+  const m = t.match(new RegExp(`^kestrel_${name} ([0-9.e+-]+)$`, 'm'));
+  assert.ok(m, `metric ${name} missing`);
+  return Number(m[1]);
+}
+const greedy = { temperature: 0, max_tokens: 24 };
+const chatText = async (content, extra = {}) =>
+  (await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content }], ...greedy, ...extra }))
+    .choices[0].message.content;
+async function streamText(content) {
+  const s = await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content }], ...greedy, stream: true });
+  let text = '', finish = null;
+  for await (const c of s) {
+    text += c.choices[0]?.delta?.content ?? '';
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  return { text, finish };
+}
+
+await test('models list', async () => {
+  const m = await client.models.list();
+  assert.deepEqual(m.data.map((x) => x.id), ['stories']);
+});
+
+await test('chat completion, then the same streamed', async () => {
+  const r = await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Once upon a time' }], ...greedy });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  assert.equal(r.usage.completion_tokens <= 24, true);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  const s = await streamText('Once upon a time');
+  assert.equal(s.text, r.choices[0].message.content);
+  assert.equal(s.finish, r.choices[0].finish_reason);
+});
+
+await test('completions, plain and streamed; stop strings', async () => {
+  const r = await client.completions.create({ model: 'stories', prompt: 'Once upon a time', ...greedy });
+  assert.equal(r.object, 'text_completion');
+  const text = r.choices[0].text;
+  assert.ok(text.length > 10);
+  const s = await client.completions.create({ model: 'stories', prompt: 'Once upon a time', ...greedy, stream: true });
+  let st = '';
+  for await (const c of s) st += c.choices[0]?.text ?? '';
+  assert.equal(st, text);
+  const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
+  const r2 = await client.completions.create({ model: 'stories', prompt: 'Once upon a time', ...greedy, stop: [stop] });
+  assert.equal(r2.choices[0].text, text.slice(0, text.indexOf(stop)));
+  assert.equal(r2.choices[0].finish_reason, 'stop');
+});
+
+await test('streaming is SSE as OpenAI sends it', async () => {
+  const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], ...greedy, stream: true });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const body = await res.text();
+  const events = body.split('\n\n').filter((e) => e.length);
+  for (const e of events) assert.match(e, /^data: /);
+  assert.equal(events.at(-1), 'data: [DONE]');
+  const first = JSON.parse(events[0].slice(6));
+  assert.equal(first.object, 'chat.completion.chunk');
+  assert.equal(first.choices[0].delta.role, 'assistant');
+});
+
+await test('auth failure', async () => {
+  const bad = new OpenAI({ apiKey: 'wrong', baseURL: `${base}/v1`, maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e.status === 401);
+  await expectError(await fetch(`${base}/v1/models`), 401);
+  await expectError(await post('/v1/completions', { prompt: 'x' }, { Authorization: 'Bearer test-key-12' }), 401);
+  assert.equal((await fetch(`${base}/health`)).status, 200);  // health and the page need no key
+});
+
+await test('bad requests: status and error body', async () => {
+  await assert.rejects(client.chat.completions.create({ model: 'stories', messages: [] }), (e) => e.status === 400);
+  await expectError(await post('/v1/chat/completions', '{"messages": [', auth), 400);
+  await expectError(await post('/v1/chat/completions', '[1,2]', auth), 400);
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], temperature: 'hot' }), 400, 'temperature');
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: -1 }), 400, 'max_tokens');
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], stream: 'yes' }), 400, 'stream');
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 2 }), 400, 'n');
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], logit_bias: { 999999: 5 } }), 400, 'logit_bias');
+  await expectError(await post('/v1/chat/completions', { messages: [{ content: 'no role' }] }), 400);
+  await expectError(await post('/v1/chat/completions', { messages: 'hello' }), 400, 'messages');
+  await expectError(await post('/v1/chat/completions', {}), 400, 'messages');
+  const e = await expectError(await post('/v1/chat/completions', { model: 'gpt-4', messages: [{ role: 'user', content: 'x' }] }), 404, 'model');
+  assert.equal(e.code, 'model_not_found');
+  await expectError(await post('/v1/completions', { prompt: 42 }), 400, 'prompt');
+  const long = 'once upon a time there was a dog '.repeat(400);
+  const c = await expectError(await post('/v1/completions', { prompt: long }), 400);
+  assert.equal(c.code, 'context_length_exceeded');
+  await expectError(await post('/v1/completions', JSON.stringify({ prompt: 'x'.repeat(9 << 20) })), 413);
+  await expectError(await post('/detokenize', { tokens: [1, -5] }), 400, 'tokens');
+  await expectError(await post('/tokenize', { content: 7 }), 400, 'content');
+  assert.equal((await fetch(`${base}/health`)).status, 200);  // still alive
+});
+
+await test('tokenize / detokenize round trip', async () => {
+  const t = await (await post('/tokenize', { content: 'Once upon a time' })).json();
+  assert.ok(Array.isArray(t.tokens) && t.tokens.length > 0);
+  const d = await (await post('/detokenize', { tokens: t.tokens })).json();
+  assert.equal(d.content.trim(), 'Once upon a time');
+});
+
+await test('16 concurrent greedy streams equal each run alone', async () => {
+  const prompts = Array.from({ length: 16 }, (_, i) => ['The dog', 'Lily went', 'A big tree', 'Tom had'][i % 4] + ' ' + 'and then '.repeat(i % 5));
+  const alone = [];
+  for (const p of prompts) alone.push((await streamText(p)).text);
+  const together = await Promise.all(prompts.map((p) => streamText(p)));
+  together.forEach((t, i) => assert.equal(t.text, alone[i], `request ${i}`));
+});
+
+await test('a common 200-token prefix is prefilled once', async () => {
+  const before = await metric('tokens_cached_total');
+  const prefix = 'the cat sat on the mat and looked at the sun. '.repeat(20);
+  await client.completions.create({ model: 'stories', prompt: prefix + 'Then', temperature: 0, max_tokens: 2 });
+  const r = await client.completions.create({ model: 'stories', prompt: prefix + 'After that', temperature: 0, max_tokens: 2 });
+  const cached = (await metric('tokens_cached_total')) - before;
+  assert.ok(r.usage.prompt_tokens >= 200, `prompt ${r.usage.prompt_tokens} tokens`);
+  assert.ok(cached >= 192, `cached ${cached}`);
+  assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 192);
+});
+
+await test('load: 300 requests, 32 at a time, some dropped mid-stream', async () => {
+  let next = 0, fivexx = 0, ok = 0, aborted = 0;
+  async function worker() {
+    while (next < 300) {
+      const i = next++;
+      const ac = new AbortController();
+      const body = { messages: [{ role: 'user', content: `Story ${i % 7}: ` + 'once '.repeat(i % 40) }], temperature: 0.8,
+                     max_tokens: 8 + (i % 24), stream: i % 2 === 0, seed: i };
+      try {
+        const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: auth, body: JSON.stringify(body), signal: ac.signal });
+        if (res.status >= 500) fivexx++;
+        if (i % 10 === 3) {  // read a little, then hang up
+          const reader = res.body.getReader();
+          await reader.read();
+          ac.abort();
+          aborted++;
+          continue;
+        }
+        await res.text();
+        if (res.status === 200) ok++;
+      } catch (e) {
+        if (e.name !== 'AbortError') throw e;
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: 32 }, worker));
+  assert.equal(fivexx, 0);
+  assert.ok(ok >= 260, `${ok} succeeded`);
+  // Every KV block free or cached once the dropped requests are cancelled.
+  for (let t = 0; t < 50 && (await metric('kv_blocks_used')) > 0; t++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(await metric('kv_blocks_used'), 0);
+  assert.equal(await metric('requests_running'), 0);
+  console.log(`     ${ok} ok, ${aborted} dropped by the client, prefix hit rate ${await metric('prefix_cache_hit_rate')}`);
+});
+
+await test('the web page is served', async () => {
+  const r = await fetch(base + '/');
+  assert.equal(r.status, 200);
+  const html = await r.text();
+  assert.match(html, /<title>Kestrel<\/title>/);
+  assert.doesNotMatch(html, /<script src=|<link [^>]*href="http/);  // self-contained
+});
+
+await test('the web page in headless Chromium streams a reply (screenshot saved)', async () => {
+  const chrome = ['chromium', 'chromium-browser', 'google-chrome']
+    .map((c) => { try { return execFileSync('sh', ['-c', `command -v ${c}`]).toString().trim(); } catch { return ''; } })
+    .find(Boolean);
+  if (!chrome) {
+    if (process.env.KESTREL_REQUIRE_TESTDATA === '1') throw new Error('chromium not found');
+    console.log('     (skipped: no chromium)');
+    return;
+  }
+  // Drive it over the DevTools protocol: open the page (it sends its ?q= message on load), wait
+  // until the streamed reply is complete, read it, save a screenshot.
+  const { default: WebSocket } = await import('ws');
+  const browser = spawn(chrome, ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
+                                 '--remote-debugging-port=0', '--window-size=900,700', 'about:blank'],
+                        { stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    const devtools = await new Promise((resolve, reject) => {
+      let err = '';
+      browser.stderr.on('data', (d) => {
+        err += d;
+        const m = err.match(/DevTools listening on ws:\/\/([\d.]+:\d+)\//);
+        if (m) resolve(m[1]);
+      });
+      setTimeout(() => reject(new Error('chromium did not start: ' + err.slice(-500))), 30000);
+    });
+    const url = `${base}/?q=${encodeURIComponent('Once upon a time')}&send=1&key=${KEY}`;
+    const target = await (await fetch(`http://${devtools}/json/new?${encodeURIComponent(url)}`, { method: 'PUT' })).json();
+    const ws = new WebSocket(target.webSocketDebuggerUrl);
+    await new Promise((r, j) => { ws.on('open', r); ws.on('error', j); });
+    let seq = 0;
+    const pending = new Map();
+    ws.on('message', (m) => {
+      const j = JSON.parse(m);
+      if (j.id && pending.has(j.id)) pending.get(j.id)(j), pending.delete(j.id);
+    });
+    const call = (method, params = {}) => new Promise((r) => { const id = ++seq; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
+    const evaluate = async (expr) => (await call('Runtime.evaluate', { expression: expr, returnByValue: true })).result?.result?.value;
+    let state = null;
+    for (let t = 0; t < 300 && state !== 'done'; t++) {
+      state = await evaluate("document.querySelector('.msg.assistant')?.dataset.state ?? null");
+      if (state !== 'done') await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(state, 'done', 'the streamed reply did not finish');
+    const reply = await evaluate("document.querySelector('.msg.assistant').textContent");
+    const cls = await evaluate("document.querySelector('.msg.assistant').className");
+    assert.equal(cls, 'msg assistant', `the page shows an error: ${reply}`);
+    assert.ok(reply.trim().length > 0, 'the assistant message is empty');
+    console.log(`     page shows: ${JSON.stringify(reply.slice(0, 60))}...`);
+    const shot = await call('Page.captureScreenshot', { format: 'png' });
+    const file = `${process.cwd()}/server-webpage.png`;
+    writeFileSync(file, Buffer.from(shot.result.data, 'base64'));
+    console.log(`     screenshot: ${file}`);
+    ws.close();
+  } finally {
+    browser.kill('SIGKILL');
+  }
+});
+
+await test('SIGTERM drains and exits 0', async () => {
+  const code = await new Promise((resolve) => {
+    server.on('exit', (c) => resolve(c));
+    server.kill('SIGTERM');
+  });
+  assert.equal(code, 0);
+});
+
+if (server.exitCode === null) server.kill('SIGKILL');
+console.log(failures ? `${failures} failed` : 'all passed');
+process.exit(failures ? 1 : 0);
