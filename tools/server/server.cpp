@@ -275,6 +275,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
 
 void Server::route() {
   svr_.set_payload_max_length(opts_.max_body_bytes);
+  svr_.set_tcp_nodelay(true);  // one small write per token: no Nagle delay
   svr_.new_task_queue = [n = opts_.n_http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++n_http_;
