@@ -340,9 +340,9 @@ void Scheduler::emit(Request& r, std::span<const float> logits) {
     if (r.spec.on_token && !r.spec.on_token(t, out)) return finish(r, FinishReason::Cancelled);
     return finish(r, FinishReason::Stop, Status::Ok(), /*flush_text=*/false);  // the rest follows the stop string
   }
-  size_t keep = 0;
+  size_t keep = 0;  // the longest tail of held that begins some stop string
   for (const std::string& s : r.spec.stop_strings)
-    for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), r.held.size()); k > keep; --k)
+    for (size_t k = std::min(s.size(), r.held.size() + 1); k-- > keep + 1;)
       if (r.held.compare(r.held.size() - k, k, s, 0, k) == 0) {
         keep = k;
         break;

@@ -114,28 +114,45 @@ Status KvCache::can_claim(std::span<const int32_t> seq) const {
                    " of " + std::to_string(pool_->n_blocks()) + " are free (raise n_ctx or remove old tokens)");
 }
 
-int32_t KvCache::copy_block(int32_t b, int32_t n_used_cells) {
-  const int32_t nb = pool_->allocate();
-  if (nb < 0) return -1;
-  const size_t B = static_cast<size_t>(block_size_);
+void KvCache::copy_cells(int32_t from, int32_t to, int32_t n) {
   std::vector<uint8_t> tmp;
   auto copy_rows = [&](const Tensor& t) {
-    const size_t row = t.nb[1], n = row * static_cast<size_t>(n_used_cells);
-    tmp.resize(n);
+    const size_t row = t.nb[1], bytes = row * static_cast<size_t>(n);
+    tmp.resize(bytes);
     uint8_t* base = static_cast<uint8_t*>(t.data);
-    backend_->read(tmp.data(), base + row * B * static_cast<size_t>(b), n);
-    backend_->write(base + row * B * static_cast<size_t>(nb), tmp.data(), n);
+    backend_->read(tmp.data(), base + row * static_cast<size_t>(from), bytes);
+    backend_->write(base + row * static_cast<size_t>(to), tmp.data(), bytes);
   };
   for (size_t l = 0; l < k_.size(); ++l) {
     copy_rows(k_[l]);
     if (v_[l].data != k_[l].data) copy_rows(v_[l]);
   }
-  for (size_t j = 0; j < B; ++j) {
-    const bool used = static_cast<int32_t>(j) < n_used_cells;
-    cell_pos_[nb * B + j] = used ? cell_pos_[b * B + j] : -1;
-    cell_tok_[nb * B + j] = used ? cell_tok_[b * B + j] : -1;
-  }
+  std::copy_n(cell_pos_.begin() + from, n, cell_pos_.begin() + to);
+  std::copy_n(cell_tok_.begin() + from, n, cell_tok_.begin() + to);
+}
+
+int32_t KvCache::new_block() {
+  const int32_t b = pool_->allocate();
+  if (b >= 0) std::fill_n(cell_pos_.begin() + static_cast<std::ptrdiff_t>(b) * block_size_, block_size_, -1);
+  return b;
+}
+
+int32_t KvCache::copy_block(int32_t b, int32_t n_used_cells) {
+  const int32_t nb = new_block();
+  if (nb >= 0) copy_cells(b * block_size_, nb * block_size_, n_used_cells);
   return nb;
+}
+
+KvCache::Split KvCache::split(int32_t seq, size_t i, int32_t p0, int32_t p1) const {
+  Split r;
+  const int32_t b = tables_[static_cast<size_t>(seq)][i];
+  for (int32_t j = 0; j < used_in(seq, i); ++j) {
+    const int32_t cp = cell_pos_[static_cast<size_t>(b * block_size_ + j)];
+    if (cp < 0) continue;
+    ++r.n_set;
+    r.n_in += cp >= p0 && cp < p1;
+  }
+  return r;
 }
 
 void KvCache::maybe_publish(int32_t seq) {
@@ -174,9 +191,7 @@ Status KvCache::claim(std::span<const int32_t> tokens, std::span<const int32_t> 
     auto& tb = tables_[static_cast<size_t>(s)];
     int32_t& fill = fill_[static_cast<size_t>(s)];
     if (tb.empty() || fill == B) {
-      const int32_t b = pool_->allocate();  // can_claim() counted it
-      for (int32_t j = 0; j < B; ++j) cell_pos_[static_cast<size_t>(b * B + j)] = -1;
-      tb.push_back(b);
+      tb.push_back(new_block());  // can_claim() counted it
       fill = 0;
     } else if (pool_->refcount(tb.back()) > 1) {  // copy on write
       const int32_t nb = copy_block(tb.back(), fill);
@@ -243,54 +258,42 @@ Status KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
   if (p1 < 0) p1 = INT32_MAX;
   if (seq >= n_seq_max_) return Status::Ok();
   const int32_t B = block_size_;
-  auto in_range = [&](int32_t cp) { return cp >= 0 && cp >= p0 && cp < p1; };
+  auto chosen = [&](int32_t s) { return seq < 0 || s == seq; };
   // Blocks that keep some cells and lose others are changed in place, after a private copy when
   // shared: count those copies first so that a shortage changes nothing.
   int32_t copies = 0;
-  for (int32_t s = 0; s < n_seq_max_; ++s) {
-    if (seq >= 0 && s != seq) continue;
-    const auto& tb = tables_[static_cast<size_t>(s)];
-    for (size_t i = 0; i < tb.size(); ++i) {
-      bool hit = false, rest = false;
-      for (int32_t j = 0; j < used_in(s, i); ++j) {
-        const int32_t cp = cell_pos_[static_cast<size_t>(tb[i] * B + j)];
-        (in_range(cp) ? hit : rest) |= cp >= 0;
-      }
-      copies += hit && rest && pool_->refcount(tb[i]) > 1;
-    }
-  }
+  for (int32_t s = 0; s < n_seq_max_; ++s)
+    for (size_t i = 0; chosen(s) && i < tables_[static_cast<size_t>(s)].size(); ++i)
+      copies += split(s, i, p0, p1).partial() && pool_->refcount(tables_[static_cast<size_t>(s)][i]) > 1;
   if (copies > pool_->n_available())
     return Error(KESTREL_ERR_CONTEXT_FULL, "KV seq_remove: splitting shared blocks needs " + std::to_string(copies) +
                                                " free blocks, " + std::to_string(pool_->n_available()) + " are free");
   for (int32_t s = 0; s < n_seq_max_; ++s) {
-    if (seq >= 0 && s != seq) continue;
+    if (!chosen(s)) continue;
     auto& tb = tables_[static_cast<size_t>(s)];
     std::vector<int32_t> kept;
     for (size_t i = 0; i < tb.size(); ++i) {
       int32_t b = tb[i];
-      const int32_t used = used_in(s, i);
-      bool hit = false, rest = false;
-      for (int32_t j = 0; j < used; ++j) {
-        const int32_t cp = cell_pos_[static_cast<size_t>(b * B + j)];
-        (in_range(cp) ? hit : rest) |= cp >= 0;
-      }
-      if (!hit) {
+      const Split sp = split(s, i, p0, p1);
+      if (sp.n_in == 0) {
         kept.push_back(b);
         continue;
       }
-      if (!rest) {  // the whole block goes
+      if (sp.n_in == sp.n_set) {  // the whole block goes
         pool_->release(b);
         continue;
       }
       if (pool_->refcount(b) > 1) {
-        const int32_t nb = copy_block(b, used);
+        const int32_t nb = copy_block(b, used_in(s, i));
         pool_->release(b);
         b = nb;
       } else {
         pool_->unpublish(b);  // its content changes
       }
-      for (int32_t j = 0; j < used; ++j)
-        if (in_range(cell_pos_[static_cast<size_t>(b * B + j)])) cell_pos_[static_cast<size_t>(b * B + j)] = -1;
+      for (int32_t j = 0; j < used_in(s, i); ++j) {
+        int32_t& cp = cell_pos_[static_cast<size_t>(b * B + j)];
+        if (cp >= p0 && cp < p1) cp = -1;
+      }
       kept.push_back(b);
     }
     tb = std::move(kept);
@@ -312,47 +315,29 @@ Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
   const int32_t B = block_size_;
   const auto& st = tables_[static_cast<size_t>(src)];
   // Blocks wholly inside the range are shared; blocks partly inside are copied cell by cell.
-  std::vector<int32_t> n_in(st.size(), 0), n_set(st.size(), 0);
+  std::vector<Split> sp(st.size());
   int32_t copies = 0;
   for (size_t i = 0; i < st.size(); ++i) {
-    for (int32_t j = 0; j < used_in(src, i); ++j) {
-      const int32_t cp = cell_pos_[static_cast<size_t>(st[i] * B + j)];
-      n_set[i] += cp >= 0;
-      n_in[i] += cp >= 0 && cp >= p0 && cp < p1;
-    }
-    copies += n_in[i] > 0 && n_in[i] < n_set[i];
+    sp[i] = split(src, i, p0, p1);
+    copies += sp[i].partial();
   }
   if (copies > pool_->n_available())
     return Error(KESTREL_ERR_CONTEXT_FULL, "KV seq_copy: needs " + std::to_string(copies) + " free blocks, " +
                                                std::to_string(pool_->n_available()) + " are free");
   auto& dt = tables_[static_cast<size_t>(dst)];
   for (size_t i = 0; i < st.size(); ++i) {
-    if (n_in[i] == 0) continue;
-    if (n_in[i] == n_set[i]) {
+    if (sp[i].n_in == 0) continue;
+    if (!sp[i].partial()) {
       pool_->retain(st[i]);
       dt.push_back(st[i]);
       fill_[static_cast<size_t>(dst)] = used_in(src, i);
       continue;
     }
-    const int32_t nb = pool_->allocate();
+    const int32_t nb = new_block();
     int32_t m = 0;
-    for (int32_t j = 0; j < B; ++j) cell_pos_[static_cast<size_t>(nb * B + j)] = -1;
     for (int32_t j = 0; j < used_in(src, i); ++j) {
-      const size_t from = static_cast<size_t>(st[i] * B + j);
-      const int32_t cp = cell_pos_[from];
-      if (cp < 0 || cp < p0 || cp >= p1) continue;
-      const size_t to = static_cast<size_t>(nb * B + m++);
-      for (size_t l = 0; l < k_.size(); ++l) {
-        for (const Tensor* t : {&k_[l], &v_[l]}) {
-          if (t == &v_[l] && v_[l].data == k_[l].data) continue;
-          std::vector<uint8_t> row(t->nb[1]);
-          uint8_t* base = static_cast<uint8_t*>(t->data);
-          backend_->read(row.data(), base + t->nb[1] * from, row.size());
-          backend_->write(base + t->nb[1] * to, row.data(), row.size());
-        }
-      }
-      cell_pos_[to] = cp;
-      cell_tok_[to] = cell_tok_[from];
+      const int32_t from = st[i] * B + j, cp = cell_pos_[static_cast<size_t>(from)];
+      if (cp >= p0 && cp < p1) copy_cells(from, nb * B + m++, 1);
     }
     dt.push_back(nb);
     fill_[static_cast<size_t>(dst)] = m;

@@ -82,7 +82,15 @@ class KvCache {
   KvCache() = default;
   int32_t used_in(int32_t seq, size_t i) const;  // cells in use of block i of seq's table
   int32_t blocks_needed(std::span<const int32_t> seq) const;
+  // Cells of block table entry i of seq with a position, and how many of them lie in [p0, p1).
+  struct Split {
+    int32_t n_set = 0, n_in = 0;
+    bool partial() const { return n_in > 0 && n_in < n_set; }
+  };
+  Split split(int32_t seq, size_t i, int32_t p0, int32_t p1) const;
+  int32_t new_block();                                  // allocated, its cells empty; -1 if none left
   int32_t copy_block(int32_t b, int32_t n_cells_used);  // a private copy of b; -1 if none left
+  void copy_cells(int32_t from, int32_t to, int32_t n); // K/V rows, positions and tokens
   void maybe_publish(int32_t seq);
   void drop_table(int32_t seq);
 

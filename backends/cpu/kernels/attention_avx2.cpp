@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/hsum_avx2.h"
 #include "core/fp16.h"
 
 namespace kestrel::cpu {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <bool kF16>
 inline __m256 load8(const void* p, int64_t i) {

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/kernels/hsum_avx2.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/ref/quant_blocks.h"
 
@@ -19,21 +20,7 @@ namespace {
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-inline int32_t total_i32(__m256i v) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-  return _mm_cvtsi128_si32(t);
-}
 
 // v minus the integer k in lane 0: takes an exact integer offset off a vector of partial sums.
 inline __m256i minus_lane0(__m256i v, int32_t k) { return _mm256_sub_epi32(v, _mm256_setr_epi32(k, 0, 0, 0, 0, 0, 0, 0)); }
@@ -136,7 +123,7 @@ void rows_q4_0(const uint8_t* w, int64_t K, const QuantizedActs& x, int64_t c0, 
       const __m256i qx = load32(x.q.data() + col * K + 32 * u);
       const float dw = f16(b[u].d), dx = x.dx[static_cast<size_t>(col * nb + u)];
       const int32_t* bs = x.bs.data() + col * (K / 16) + 2 * u;
-      const int32_t t = total_i32(dot_u8s8(nibbles_q4_0(b[u].qs), qx)) - 8 * (bs[0] + bs[1]);
+      const int32_t t = hsum_i32(dot_u8s8(nibbles_q4_0(b[u].qs), qx)) - 8 * (bs[0] + bs[1]);
       r += dw * dx * static_cast<float>(t);
     }
     y[col * y_stride] = r;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/kernels/hsum_avx2.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/ref/quant_blocks.h"
 #include "backends/ref/quants.h"
@@ -12,13 +13,6 @@
 
 namespace kestrel::cpu {
 namespace {
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Eight int32 partial sums of one 32-value unit: products of adjacent pairs (maddubs), then
 // pairs of those weighted by the halves' sub-scales (madd): lanes 0-3 cover values 0-15.
@@ -43,13 +37,6 @@ inline __m256i totals8(__m256i s0, __m256i s1, __m256i s2, __m256i s3, __m256i s
   return _mm256_set_m128i(tb, ta);
 }
 
-inline int32_t total1(__m256i s) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-  return _mm_cvtsi128_si32(t);
-}
-
 template <bool kSigned, bool kSub, bool kMn>
 float dot_row(const uint8_t* qw, const float* dw, const int16_t* sub, const float* mn, const int8_t* qx,
               const float* dx, const float* xs, int64_t K) {
@@ -72,7 +59,7 @@ float dot_row(const uint8_t* qw, const float* dw, const int16_t* sub, const floa
   }
   float r = hsum(acc);
   for (; u < nu; ++u)
-    r += dw[u] * dx[u] * static_cast<float>(total1(unit_sums<kSigned, kSub>(qw + 32 * u, qx + 32 * u, sub + 16 * u)));
+    r += dw[u] * dx[u] * static_cast<float>(hsum_i32(unit_sums<kSigned, kSub>(qw + 32 * u, qx + 32 * u, sub + 16 * u)));
   if constexpr (kMn) {
     const int64_t ng = K / 16;
     __m256 am = _mm256_setzero_ps();

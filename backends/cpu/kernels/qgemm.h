@@ -23,7 +23,6 @@ struct UnpackedRows {
   bool is_signed = false; // q holds int8 (else uint8 in [0, 63])
   bool has_sub = false;   // sub-scales differ from 1
   bool has_mn = false;    // offsets are not all zero
-  int zero_shift = 0;     // > 0: mn = -2^zero_shift * d * sub (Q4_0, Q5_0, Q3_K, Q6_K: codes centred on a power of 2)
   bool int_mins = false;  // mn = -dm * mq with integer mq (Q2_K, Q4_K, Q5_K: 4- or 6-bit mins)
   std::vector<uint8_t> q;  // [rows][K]
   std::vector<float> d;    // [rows][K/32]

@@ -9,8 +9,8 @@
 //
 // Products of unsigned codes are summed in int16 for G groups before widening, as far as the
 // largest code allows without overflow (Q4_*: 8 groups, Q5_*: 4, Q6_K: 2; signed types: 1).
-// Per scale block and column: one convert and one FMA by (row scales x column scale); offsets add
-// one FMA per 16 values against the activations' scaled pair sums.
+// Per scale block and column: one convert and one FMA by (row scales x column scale). Code
+// centres and K-quant mins are integer terms against the activations' integer block sums.
 #if defined(__x86_64__)
 #include <immintrin.h>
 

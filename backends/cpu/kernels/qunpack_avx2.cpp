@@ -225,7 +225,6 @@ void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, i
   out.has_sub = w == DType::Q2_K || w == DType::Q3_K || w == DType::Q4_K || w == DType::Q5_K || w == DType::Q6_K;
   out.has_mn = !out.is_signed;
   out.int_mins = w == DType::Q2_K || w == DType::Q4_K || w == DType::Q5_K;
-  out.zero_shift = w == DType::Q4_0 ? 3 : w == DType::Q5_0 ? 4 : w == DType::Q3_K ? 2 : w == DType::Q6_K ? 5 : 0;
   for (int64_t r = 0; r < n; ++r)
     unpack_row(w, data + (r0 + r) * row_bytes, K,
                {out.q.data() + r * K, out.d.data() + r * K / 32, out.sub.data() + r * K / 2, out.mn.data() + r * K / 16,
