@@ -97,7 +97,7 @@ class Server {
   httplib::Server svr_;
   std::atomic<bool> draining_{false};
   std::atomic<int> active_{0};
-  std::atomic<int64_t> n_http_{0}, n_errors_{0}, n_completions_{0};
+  std::atomic<int64_t> n_http_{0}, n_errors_{0};
   Clock::time_point started_ = Clock::now();
 };
 
@@ -189,7 +189,6 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     if (st == KESTREL_ERR_CANCELLED) e = {503, "The server is shutting down", "server_error"};
     return reply_error(res, e);
   }
-  ++n_completions_;
   ++active_;  // until the request is done: what a shutdown waits for
   const std::string cid = random_id(chat ? "chatcmpl" : "cmpl");
   const int64_t created = now_s();
