@@ -1,5 +1,5 @@
 // The engine (continuous batching) through the C API: batched requests give the same tokens and
-// bit-identical logits as alone, a shared prefix is computed once, cancellation and finished
+// bit-identical logits as alone (for every weight type of the test models), a shared prefix is computed once, cancellation and finished
 // requests free their KV blocks, stop strings, preemption under a small cache, bad input.
 #include <doctest/doctest.h>
 
@@ -17,8 +17,8 @@ namespace {
 
 struct Model {
   kestrel_model* m = nullptr;
-  Model() {
-    const std::string path = kestrel::test::testdata_file("models/stories260K-f32.gguf");
+  explicit Model(const char* file = "stories260K-f32.gguf") {
+    const std::string path = kestrel::test::testdata_file(std::string("models/") + file);
     if (!path.empty()) REQUIRE(kestrel_model_load(path.c_str(), nullptr, &m) == KESTREL_OK);
   }
   ~Model() { kestrel_model_free(m); }
@@ -94,8 +94,20 @@ const char* kPrompts[] = {"Once upon a time", "The little dog", "Lily and Tom we
 
 }  // namespace
 
+// Batch invariance for every weight type the test models have: F32; Q4_0, Q8_0 and F16
+// (stories260K); Q4_K, Q6_K (llama-gqa); Q5_K, Q8_0 and MoE experts (qwen3moe); MXFP4 experts and
+// attention sinks (gpt-oss); Q5_0, MLA and a shared expert (deepseek2). Alone, a request decodes
+// one token per step (the fused kernels); together, its tokens share steps with other requests'
+// prefill chunks (the tiled GEMM), and the logits must not change by a bit.
+const char* kBatchModels[] = {"stories260K-f32.gguf",  "stories260K-q4_0.gguf",   "stories260K-q8_0.gguf",
+                              "llama-gqa-q4_k_m.gguf", "qwen3moe-q4_k_m.gguf",    "gpt-oss-mxfp4_moe.gguf",
+                              "deepseek2-q4_k_m.gguf"};
+
 TEST_CASE("engine: 16 concurrent greedy requests equal each run alone, logits bit for bit") {
-  Model m;
+  std::string file;
+  for (const char* f : kBatchModels) SUBCASE(f) { file = f; }
+  CAPTURE(file);
+  Model m(file.c_str());
   if (!m.m) return;
   const kestrel_sampler_options so = greedy_sampling();
   std::vector<Out> alone(16), together(16);
@@ -209,7 +221,10 @@ TEST_CASE("engine: cancellation, stop strings, max tokens, bad input") {
 }
 
 TEST_CASE("engine: a cache too small for all requests preempts and recomputes, same output") {
-  Model m;
+  std::string file;
+  for (const char* f : {"stories260K-f32.gguf", "stories260K-q4_0.gguf"}) SUBCASE(f) { file = f; }
+  CAPTURE(file);
+  Model m(file.c_str());
   if (!m.m) return;
   const kestrel_sampler_options so = greedy_sampling();
   std::vector<Out> alone(6), small(6);

@@ -2,11 +2,13 @@
 // activations are quantized once per call; for decode (<= 4 columns), every type but Q2_K/Q3_K
 // takes a fused kernel that decodes the blocks in registers; otherwise each thread unpacks a chunk
 // of its weight rows (read from memory once), interleaves them 8 rows at a time and runs the tiled
-// 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column.
+// 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column. All of them follow one
+// arithmetic to the bit (qgemm.h), so a column's result does not depend on the batch around it.
 // Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an L1-resident buffer
 // and take FP32 dot products.
 #include "backends/cpu/kernels/kernels.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -35,12 +37,12 @@ constexpr int64_t kDirectMaxCols = 4;
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
   // Small batches (decode) take the fused kernels: they read the weights once and write nothing.
   // Larger ones reuse each unpacked chunk across all columns, which measured faster (docs/PERF.md).
-  if (M <= kDirectMaxCols && qdirect_supports(w->type, K)) {
+  if (M <= kDirectMaxCols && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]))) {
     pool.run([&](int ith, int nth) {
-      int64_t r0, r1;
-      ThreadPool::split(N, ith, nth, &r0, &r1);
-      qdirect_dot(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r0, r1, acts, M,
-                  n.dst->f32(0), y_stride);
+      int64_t g0, g1;  // whole groups of 8 rows per thread (the kernels' unit)
+      ThreadPool::split((N + 7) / 8, ith, nth, &g0, &g1);
+      qdirect_dot(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), 8 * g0,
+                  std::min(N, 8 * g1), acts, M, n.dst->f32(0), y_stride);
     });
     return;
   }
@@ -64,7 +66,7 @@ constexpr int64_t kDirectMaxCols = 4;
     if (ith == nth - 1 && N % 8 != 0) {
       const int64_t r = 8 * n_groups, nr = N - r;
       qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
-      qgemm_dot(wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
+      qgemm_dot(w->type, wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }
   });
 }

@@ -51,7 +51,8 @@ void interleave8(const UnpackedRows& w, int64_t row0, InterleavedRows& out, int6
 // kZ > 0: codes are centred on 2^kZ (value d sub (q - 2^kZ)); the centre is taken off the integer
 // sums exactly, as llama.cpp's kernels do with signed codes, rather than as a float offset that
 // cancels most of the main term. kIM: K-quant mins, integers times dmin, summed as integers
-// against the activations' integer sums. kMn: a float offset per 16 (Q4_1/Q5_1's m).
+// against the activations' integer sums. kMn: Q4_1/Q5_1's float offset m per 32 values.
+// The arithmetic is qgemm.h's, to the bit (the decode kernels and qgemm_dot follow it too).
 template <bool kSigned, bool kSub, bool kMn, bool kIM, int kZ, int G, int NC>
 void tile(const InterleavedRows& w, int64_t grp, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = w.K, nu = K / 32;
@@ -75,10 +76,9 @@ void tile(const InterleavedRows& w, int64_t grp, const QuantizedActs& x, int64_t
   // kernels do. Offsets (times the integer activation sums) go to their own accumulator and are
   // scaled by the activation scale once per scale block too.
   constexpr int64_t kUnitsPerScale = kSub ? 8 : 1;
-  __m256 acc[NC], accm[NC], tm[NC];
+  __m256 acc[NC], accm[NC];
   __m256i blk[NC], blkm[NC];
-  for (int c = 0; c < NC; ++c)
-    acc[c] = accm[c] = tm[c] = _mm256_setzero_ps(), blk[c] = blkm[c] = _mm256_setzero_si256();
+  for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps(), blk[c] = blkm[c] = _mm256_setzero_si256();
   for (int64_t u = 0; u < nu; ++u) {
     __m256i s16[NC];
     for (int c = 0; c < NC; ++c) s16[c] = _mm256_setzero_si256();
@@ -116,11 +116,11 @@ void tile(const InterleavedRows& w, int64_t grp, const QuantizedActs& x, int64_t
         }
       }
     }
-    if constexpr (kMn) {
-      const __m256 m0 = _mm256_loadu_ps(mw + 16 * u), m1 = _mm256_loadu_ps(mw + 16 * u + 8);
+    if constexpr (kMn) {  // m sum(qx) dx, m the same for both halves (Q4_1/Q5_1)
+      const __m256 m = _mm256_loadu_ps(mw + 16 * u);
       for (int c = 0; c < NC; ++c) {
-        tm[c] = _mm256_fmadd_ps(m0, _mm256_set1_ps(static_cast<float>(bs[c][2 * u])), tm[c]);
-        tm[c] = _mm256_fmadd_ps(m1, _mm256_set1_ps(static_cast<float>(bs[c][2 * u + 1])), tm[c]);
+        const __m256 t = _mm256_mul_ps(m, _mm256_set1_ps(static_cast<float>(bs[c][2 * u] + bs[c][2 * u + 1])));
+        accm[c] = _mm256_fmadd_ps(t, _mm256_set1_ps(dx[c][u]), accm[c]);
       }
     }
     if ((u + 1) % kUnitsPerScale == 0) {
@@ -129,10 +129,6 @@ void tile(const InterleavedRows& w, int64_t grp, const QuantizedActs& x, int64_t
         const __m256 dxc = _mm256_set1_ps(dx[c][u]);
         acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blk[c]), _mm256_mul_ps(dv, dxc), acc[c]);
         blk[c] = _mm256_setzero_si256();
-        if constexpr (kMn) {
-          accm[c] = _mm256_fmadd_ps(tm[c], dxc, accm[c]);
-          tm[c] = _mm256_setzero_ps();
-        }
         if constexpr (kIM) {
           accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(blkm[c]), _mm256_mul_ps(_mm256_loadu_ps(dmw + 8 * u), dxc), accm[c]);
           blkm[c] = _mm256_setzero_si256();

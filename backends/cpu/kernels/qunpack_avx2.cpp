@@ -16,17 +16,17 @@ struct RowOut {
   float* mn;
   int16_t* mq;
   float* dm;
-  // K-quant mins as integers times dmin, besides the float offsets.
+  // K-quant mins as integers times dmin.
   void int_mins(int64_t u, float dmin, int ma, int mb) {
     dm[u] = dmin;
     mq[2 * u] = static_cast<int16_t>(ma);
     mq[2 * u + 1] = static_cast<int16_t>(mb);
   }
-  void unit(int64_t u, float du, int16_t sa, int16_t sb, float ma, float mb) {
+  // Scale, the two halves' sub-scales and (Q4_1/Q5_1) the offset m of unit u.
+  void unit(int64_t u, float du, int16_t sa, int16_t sb, float m = 0) {
     d[u] = du;
     for (int i = 0; i < 8; ++i) sub[16 * u + i] = sa, sub[16 * u + 8 + i] = sb;
-    mn[2 * u] = ma;
-    mn[2 * u + 1] = mb;
+    mn[2 * u] = mn[2 * u + 1] = m;
   }
 };
 
@@ -50,7 +50,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         const auto b = load_block<block_q4_0>(src, u);
         const float d = fp16_to_fp32(b.d);
         nibbles(b, o.q + 32 * u);
-        o.unit(u, d, 1, 1, -8 * d, -8 * d);
+        o.unit(u, d, 1, 1);
       }
       return;
     case DType::Q4_1:
@@ -58,7 +58,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         const auto b = load_block<block_q4_1>(src, u);
         const float m = fp16_to_fp32(b.m);
         nibbles(b, o.q + 32 * u);
-        o.unit(u, fp16_to_fp32(b.d), 1, 1, m, m);
+        o.unit(u, fp16_to_fp32(b.d), 1, 1, m);
       }
       return;
     case DType::Q5_0:
@@ -67,7 +67,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         const float d = fp16_to_fp32(b.d);
         nibbles(b, o.q + 32 * u);
         fifth_bit(b, o.q + 32 * u);
-        o.unit(u, d, 1, 1, -16 * d, -16 * d);
+        o.unit(u, d, 1, 1);
       }
       return;
     case DType::Q5_1:
@@ -76,14 +76,14 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         const float m = fp16_to_fp32(b.m);
         nibbles(b, o.q + 32 * u);
         fifth_bit(b, o.q + 32 * u);
-        o.unit(u, fp16_to_fp32(b.d), 1, 1, m, m);
+        o.unit(u, fp16_to_fp32(b.d), 1, 1, m);
       }
       return;
     case DType::Q8_0:
       for (int64_t u = 0; u < nu; ++u) {
         const auto b = load_block<block_q8_0>(src, u);
         std::memcpy(o.q + 32 * u, b.qs, 32);
-        o.unit(u, fp16_to_fp32(b.d), 1, 1, 0, 0);
+        o.unit(u, fp16_to_fp32(b.d), 1, 1);
       }
       return;
     case DType::IQ4_NL:
@@ -93,7 +93,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         for (int j = 0; j < 16; ++j)
           q[j] = static_cast<uint8_t>(kvalues_iq4nl[b.qs[j] & 0xF]),
           q[j + 16] = static_cast<uint8_t>(kvalues_iq4nl[b.qs[j] >> 4]);
-        o.unit(u, fp16_to_fp32(b.d), 1, 1, 0, 0);
+        o.unit(u, fp16_to_fp32(b.d), 1, 1);
       }
       return;
     case DType::MXFP4:
@@ -103,7 +103,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         for (int j = 0; j < 16; ++j)
           q[j] = static_cast<uint8_t>(kvalues_mxfp4[b.qs[j] & 0xF]),
           q[j + 16] = static_cast<uint8_t>(kvalues_mxfp4[b.qs[j] >> 4]);
-        o.unit(u, e8m0_to_fp32_half(b.e), 1, 1, 0, 0);
+        o.unit(u, e8m0_to_fp32_half(b.e), 1, 1);
       }
       return;
     case DType::Q4_K:
@@ -126,7 +126,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         for (int j = 0; j < 8; ++j) {
           uint8_t sc, m;
           get_scale_min_k4(j, scales, &sc, &m);
-          o.unit(8 * s + j, d, sc, sc, -dmin * m, -dmin * m);
+          o.unit(8 * s + j, d, sc, sc);
           o.int_mins(8 * s + j, dmin, m, m);
         }
       }
@@ -148,7 +148,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         }
         for (int j = 0; j < 8; ++j) {
           const int8_t sa = b.scales[2 * j], sb = b.scales[2 * j + 1];
-          o.unit(8 * s + j, d, sa, sb, -32 * d * sa, -32 * d * sb);
+          o.unit(8 * s + j, d, sa, sb);
         }
       }
       return;
@@ -170,7 +170,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
           sc[g] = static_cast<int16_t>((lo | (hi << 4)) - 32);
         }
         for (int j = 0; j < 8; ++j)
-          o.unit(8 * s + j, d, sc[2 * j], sc[2 * j + 1], -4 * d * sc[2 * j], -4 * d * sc[2 * j + 1]);
+          o.unit(8 * s + j, d, sc[2 * j], sc[2 * j + 1]);
       }
       return;
     case DType::Q2_K:
@@ -185,7 +185,7 @@ void unpack_row(DType t, const uint8_t* src, int64_t K, RowOut o) {
         }
         for (int j = 0; j < 8; ++j) {
           const uint8_t sa = b.scales[2 * j], sb = b.scales[2 * j + 1];
-          o.unit(8 * s + j, d, sa & 0xF, sb & 0xF, -dmin * (sa >> 4), -dmin * (sb >> 4));
+          o.unit(8 * s + j, d, sa & 0xF, sb & 0xF);
           o.int_mins(8 * s + j, dmin, sa >> 4, sb >> 4);
         }
       }
@@ -223,8 +223,9 @@ void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, i
   const int64_t K = out.K;
   out.is_signed = w == DType::Q8_0 || w == DType::IQ4_NL || w == DType::MXFP4;
   out.has_sub = w == DType::Q2_K || w == DType::Q3_K || w == DType::Q4_K || w == DType::Q5_K || w == DType::Q6_K;
-  out.has_mn = !out.is_signed;
+  out.has_m = w == DType::Q4_1 || w == DType::Q5_1;
   out.int_mins = w == DType::Q2_K || w == DType::Q4_K || w == DType::Q5_K;
+  out.centre_shift = w == DType::Q4_0 ? 3 : w == DType::Q5_0 ? 4 : w == DType::Q3_K ? 2 : w == DType::Q6_K ? 5 : 0;
   for (int64_t r = 0; r < n; ++r)
     unpack_row(w, data + (r0 + r) * row_bytes, K,
                {out.q.data() + r * K, out.d.data() + r * K / 32, out.sub.data() + r * K / 2, out.mn.data() + r * K / 16,

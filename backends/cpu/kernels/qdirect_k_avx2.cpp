@@ -1,0 +1,195 @@
+// Fused decode kernels for the K-quants (AVX2): Q4_K, Q5_K and Q6_K against Q8_K activations,
+// eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four columns.
+// Per super-block and row the integer sums stay in registers; the eight rows' totals then take
+// one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
+#if defined(__x86_64__)
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/kernels/qdirect_avx2.h"
+#include "backends/ref/quant_blocks.h"
+
+namespace kestrel::cpu::qdirect {
+namespace {
+
+// Q4_K/Q5_K's twelve scale bytes unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
+// bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7).
+struct Q4kScales {
+  uint32_t sc[2], mn[2];  // eight 6-bit scales, eight 6-bit mins, one per byte
+  explicit Q4kScales(const uint8_t* q) {
+    uint32_t w[3];
+    std::memcpy(w, q, 12);
+    constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    sc[0] = w[0] & k6;
+    sc[1] = (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
+    mn[0] = w[1] & k6;
+    mn[1] = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
+  }
+};
+
+// The activations' sums of the eight 32-value sub-blocks, bs[2j] + bs[2j+1], in order.
+inline __m256i pair_sums(const int32_t* bs) {
+  const __m256i h = _mm256_hadd_epi32(load32(bs), load32(bs + 8));  // 0 1 4 5 | 2 3 6 7
+  return _mm256_permute4x64_epi64(h, 0xD8);
+}
+
+// One super-block of one Q4_K/Q5_K row against NC columns: the scale-weighted code sums (isum)
+// and the mins times the sub-blocks' activation sums (mins), as lane partials.
+template <class B, int NC>
+inline void k45_row(const B& b, const int8_t* const* qx, const __m256i* ps, __m256i* isum, __m256i* mins) {
+  constexpr bool kFive = std::is_same_v<B, block_q5_K>;
+  const Q4kScales sm(b.scales);
+  const __m256i sc = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sm.sc[1]), static_cast<int>(sm.sc[0]))));
+  const __m256i mn = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sm.mn[1]), static_cast<int>(sm.mn[0])));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256(), mins[c] = _mm256_mullo_epi32(mn, ps[c]);
+  __m256i qh = _mm256_setzero_si256();
+  if constexpr (kFive) qh = load32(b.qh);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i raw = load32(b.qs + 32 * j);
+    __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {  // bits 2j and 2j+1 of qh, moved to bit 4 of each byte
+      const __m256i one = _mm256_set1_epi8(1);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+      qh = _mm256_srli_epi16(qh, 2);
+    }
+    // int16 element k of sc into every lane: shuffle bytes 2k, 2k+1.
+    const __m256i slo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<int16_t>((4 * j + 1) << 8 | 4 * j)));
+    const __m256i shi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<int16_t>((4 * j + 3) << 8 | (4 * j + 2))));
+    for (int c = 0; c < NC; ++c) {
+      const int8_t* x = qx[c] + 64 * j;
+      const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(x)), slo);
+      const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(x + 32)), shi);
+      isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(plo, phi));
+    }
+  }
+}
+
+// Q4_K/Q5_K x Q8_K, per super-block:  d dx sum_j sc_j sum(q qx)  -  dmin dx sum_j m_j sum_j(qx).
+template <class B, int NC>
+void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr int64_t kB = sizeof(B);
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i off = row_offsets(rb);
+  __m256 acc[NC], accm[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
+  const GroupPrefetch pf(w, rb, nsb);
+  for (int64_t s = 0; s < nsb; ++s) {
+    pf.step(s);
+    const int8_t* qx[NC];
+    __m256i ps[NC];
+    for (int c = 0; c < NC; ++c) {
+      qx[c] = x.q.data() + (c0 + c) * K + s * QK_K;
+      ps[c] = pair_sums(x.bs.data() + (c0 + c) * (K / 16) + 16 * s);
+    }
+    RowSums ri[NC], rm[NC];
+#pragma GCC unroll 4
+    for (int rp = 0; rp < 4; ++rp) {
+      __m256i isum[2][NC], mins[2][NC];
+      for (int k = 0; k < 2; ++k)
+        k45_row<B, NC>(*reinterpret_cast<const B*>(w + (2 * rp + k) * rb + s * kB), qx, ps, isum[k], mins[k]);
+      for (int c = 0; c < NC; ++c) {
+        ri[c].pair(rp, isum[0][c], isum[1][c]);
+        rm[c].pair(rp, mins[0][c], mins[1][c]);
+      }
+    }
+    const __m256i words = gather_words(w + s * kB, off);  // d | dmin << 16
+    const __m256 d = f16_low(words), dmin = f16_high(words);
+    for (int c = 0; c < NC; ++c) {
+      const float dx = x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)];
+      acc[c] = fma_block(ri[c].total(), d, dx, acc[c]);
+      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(rm[c].total()), _mm256_mul_ps(dmin, _mm256_set1_ps(dx)), accm[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
+}
+
+// Q6_K x Q8_K: 6-bit codes q - 32 with an int8 scale per 16 values:
+//   d dx (sum_g sc_g sum(q qx)  -  32 sum_g sc_g sum(qx)), the bracket an exact integer.
+template <int NC>
+inline void q6k_row(const block_q6_K& b, const int8_t* const* qx, const __m256i* bs16, __m256i* isum) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i sc16 = _mm256_cvtepi8_epi16(load16(b.scales));
+  // The centre: 32 sc_g sum_g(qx), as lane partials taken off the sums.
+  for (int c = 0; c < NC; ++c) isum[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs16[c]), 5));
+  for (int h = 0; h < 2; ++h) {  // two halves of 128 values
+    // This half's eight int16 scales in both 128-bit lanes.
+    const __m256i sch = h == 0 ? _mm256_permute4x64_epi64(sc16, 0x44) : _mm256_permute4x64_epi64(sc16, 0xEE);
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
+    // Values 32i .. 32i+31 of this half, i = 0..3.
+    __m256i q[4];
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+    for (int i = 0; i < 4; ++i) {
+      // Scales of the two 16-value groups of these 32 values, 8 copies each (lanes 0-3, 4-7):
+      // int16 element 2i of sch into the low lane, 2i + 1 into the high lane.
+      const int lo = 4 * i, hi = 4 * i + 2;
+      const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                                            lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi,
+                                            hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
+      const __m256i scv = _mm256_shuffle_epi8(sch, pick);
+      for (int c = 0; c < NC; ++c)
+        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], load32(qx[c] + 128 * h + 32 * i)), scv));
+    }
+  }
+}
+
+template <int NC>
+void rows8_q6_k(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr int64_t kB = sizeof(block_q6_K);
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i off = row_offsets(rb);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  const GroupPrefetch pf(w, rb, nsb);
+  for (int64_t s = 0; s < nsb; ++s) {
+    pf.step(s);
+    const int8_t* qx[NC];
+    __m256i bs16[NC];  // the 16 activation sums as int16 (|sum| <= 16 * 128)
+    for (int c = 0; c < NC; ++c) {
+      qx[c] = x.q.data() + (c0 + c) * K + s * QK_K;
+      const int32_t* bs = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
+      bs16[c] = _mm256_permute4x64_epi64(_mm256_packs_epi32(load32(bs), load32(bs + 8)), 0xD8);
+    }
+    RowSums rs[NC];
+#pragma GCC unroll 4
+    for (int rp = 0; rp < 4; ++rp) {
+      __m256i isum[2][NC];
+      for (int k = 0; k < 2; ++k)
+        q6k_row<NC>(*reinterpret_cast<const block_q6_K*>(w + (2 * rp + k) * rb + s * kB), qx, bs16, isum[k]);
+      for (int c = 0; c < NC; ++c) rs[c].pair(rp, isum[0][c], isum[1][c]);
+    }
+    // d is the block's last two bytes: the high half of the word at offset kB - 4.
+    const __m256 d = f16_high(gather_words(w + s * kB + kB - 4, off));
+    for (int c = 0; c < NC; ++c)
+      acc[c] = fma_block(rs[c].total(), d, x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)], acc[c]);
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
+}
+
+template <class B>
+constexpr Rows8Fn kK45[4] = {rows8_k45<B, 1>, rows8_k45<B, 2>, rows8_k45<B, 3>, rows8_k45<B, 4>};
+constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_q6_k<4>};
+
+}  // namespace
+
+const Rows8Fn* kquant_kernels(DType t) {
+  switch (t) {
+    case DType::Q4_K: return kK45<block_q4_K>;
+    case DType::Q5_K: return kK45<block_q5_K>;
+    case DType::Q6_K: return kQ6K;
+    default: return nullptr;
+  }
+}
+
+}  // namespace kestrel::cpu::qdirect
+#endif

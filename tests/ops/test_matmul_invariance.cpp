@@ -1,0 +1,108 @@
+// Batch invariance of the quantized MATMUL: the fused decode kernels (<= 4 columns), the tiled
+// GEMM (more columns) and the scalar tail rows all follow qgemm.h's arithmetic to the bit, so a
+// column's result never depends on how many columns share the call, on the thread count, or on
+// whether its row falls in a group of 8 or in the tail. Checked against the scalar
+// qgemm_dot_canonical on random data, with bit-exact comparisons.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/simd.h"
+#include "op_case.h"
+
+using namespace kestrel;
+using namespace kestrel::test;
+
+namespace {
+
+// Runs MATMUL of w [K, N] with the first m columns of x on the CPU backend; returns y [N, m].
+std::vector<float> run_matmul(const Tensor& w, const Tensor& x, int64_t m, int threads) {
+  const int64_t K = w.ne[0], N = w.ne[1];
+  Case c;
+  Tensor* xs = c.g.external(make_tensor(DType::F32, K, m, 1, 1, x.data));
+  Tensor* dst = output(c, N, m);
+  c.g.add(Op::MATMUL, dst, c.g.external(w), xs);
+  run_graph(*make_cpu_backend(threads), c.g);
+  return std::vector<float>(dst->f32(0), dst->f32(0) + N * m);
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit for bit, in any batch") {
+  if (!cpu::has_avx2_fma()) {
+    MESSAGE("no AVX2/FMA: quantized weights take the float path");
+    return;
+  }
+  std::mt19937 rng(31);
+  constexpr int64_t kCols = 9;
+  for (DType type : kAllTypes) {
+    const int64_t bs = dtype_info(type).block_size;
+    if (!cpu::qgemm_supports(type, bs)) continue;
+    // One block, an odd and an even count (the 4-bit kernels take blocks in pairs), and more.
+    const std::vector<int64_t> Ks = bs == 32 ? std::vector<int64_t>{32, 96, 256, 288} : std::vector<int64_t>{256, 768};
+    for (int64_t K : Ks) {
+      for (int64_t N : {7, 8, 21}) {  // a tail only, one group, two groups and a tail
+        CAPTURE(dtype_name(type));
+        CAPTURE(K);
+        CAPTURE(N);
+        Buffers buf;
+        Tensor w = buf.tensor(type, K, N);
+        fill_random_weights(w, rng);
+        Tensor x = buf.tensor(DType::F32, K, kCols);
+        fill_random(x, rng);
+        // Columns of very different magnitudes, and one with an all-zero block (scale 0).
+        for (int64_t c = 0; c < kCols; ++c)
+          for (int64_t k = 0; k < K; ++k) x.f32(c)[k] *= static_cast<float>(c % 3 == 0 ? 1e-3 : c % 3 == 1 ? 1.0 : 40.0);
+        std::fill(x.f32(4), x.f32(4) + 32, 0.0f);
+
+        // The oracle: rows unpacked, columns quantized, the scalar arithmetic.
+        cpu::UnpackedRows wu;
+        wu.resize(N, K);
+        cpu::qgemm_unpack(type, static_cast<const uint8_t*>(w.data), static_cast<int64_t>(w.nb[1]), 0, N, wu);
+        cpu::QuantizedActs xa;
+        xa.resize(K, kCols);
+        for (int64_t c = 0; c < kCols; ++c) cpu::qgemm_quantize_acts(dtype_info(type).vec_dot_type, x.f32(c), K, xa, c);
+        std::vector<float> want(static_cast<size_t>(N * kCols));
+        for (int64_t c = 0; c < kCols; ++c)
+          for (int64_t r = 0; r < N; ++r) want[c * N + r] = cpu::qgemm_dot_canonical(type, wu, r, xa, c);
+
+        for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+          for (int threads : {1, 2, 3}) {
+            CAPTURE(m);
+            CAPTURE(threads);
+            const std::vector<float> got = run_matmul(w, x, m, threads);
+            int bad = 0;
+            for (int64_t i = 0; i < N * m; ++i) bad += !same_bits(got[i], want[i]);
+            CHECK_MESSAGE(bad == 0, bad << " of " << N * m << " results differ from the canonical arithmetic (first: "
+                                        << got[0] << " vs " << want[0] << ")");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The property itself, directly: a column computed alone (decode) and inside a batch of 17
+// (prefill, tiled) gives the same bits, for every weight type (float types included).
+TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
+  std::mt19937 rng(32);
+  for (DType type : kAllTypes) {
+    const int64_t bs = dtype_info(type).block_size;
+    CAPTURE(dtype_name(type));
+    const int64_t K = bs == 256 ? 512 : 320, N = 43, M = 17;
+    Buffers buf;
+    Tensor w = buf.tensor(type, K, N);
+    fill_random_weights(w, rng);
+    Tensor x = buf.tensor(DType::F32, K, M);
+    fill_random(x, rng);
+    const std::vector<float> batch = run_matmul(w, x, M, 2);
+    for (int64_t c : {0, 5, 16}) {
+      Tensor xc = make_tensor(DType::F32, K, 1, 1, 1, x.f32(c));
+      const std::vector<float> alone = run_matmul(w, xc, 1, 2);
+      CHECK(std::memcmp(alone.data(), batch.data() + c * N, N * sizeof(float)) == 0);
+    }
+  }
+}
