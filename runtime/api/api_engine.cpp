@@ -1,4 +1,5 @@
 // The engine's C boundary: options, request copies, callbacks bridged to the scheduler.
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -11,19 +12,23 @@ using kestrel::api::guard;
 
 struct kestrel_engine {
   std::unique_ptr<kestrel::Scheduler> sched;
+  kestrel::SpecParams speculative;  // for requests that do not say
 };
 
 namespace {
 
 void fill_result(const kestrel::RequestResult& r, kestrel_request_result* out) {
   if (!out) return;
-  *out = kestrel_request_result{};
-  out->struct_size = sizeof *out;
-  out->finish = static_cast<kestrel_finish_reason>(r.finish);
-  out->status = r.status.ok() ? KESTREL_OK : r.status.code();
-  out->n_prompt = r.n_prompt;
-  out->n_cached = r.n_cached;
-  out->n_generated = r.n_generated;
+  kestrel_request_result v{};
+  v.struct_size = sizeof v;
+  v.finish = static_cast<kestrel_finish_reason>(r.finish);
+  v.status = r.status.ok() ? KESTREL_OK : r.status.code();
+  v.n_prompt = r.n_prompt;
+  v.n_cached = r.n_cached;
+  v.n_generated = r.n_generated;
+  v.n_drafted = r.spec.drafted;
+  v.n_accepted = r.spec.accepted;
+  kestrel::api::write_out(v, out, offsetof(kestrel_request_result, n_drafted));  // the fields API version 1 had
 }
 
 }  // namespace
@@ -52,9 +57,15 @@ kestrel_status kestrel_engine_new(const kestrel_model* model, const kestrel_engi
     so.n_parallel = static_cast<int32_t>(o.n_parallel);
     so.n_batch = static_cast<int32_t>(o.n_batch);
     so.n_threads = o.n_threads;
+    so.draft_model = o.draft_model ? o.draft_model->model.get() : nullptr;
+    kestrel::SpecParams spec;
+    const kestrel::Status st = kestrel::api::to_spec_params(o.speculative, &spec);
+    if (!st.ok()) return fail(st);
+    if (spec.mode == kestrel::SpecMode::kDraft && !so.draft_model)
+      return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_engine_new: speculative mode DRAFT needs a draft_model");
     auto s = kestrel::Scheduler::create(*model->model, so);
     if (!s.ok()) return fail(s.status());
-    *out = new kestrel_engine{std::move(s.value())};
+    *out = new kestrel_engine{std::move(s.value()), spec};
     return KESTREL_OK;
   });
 }
@@ -91,6 +102,11 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
     spec.max_tokens = r.max_tokens;
     spec.sampling = kestrel::api::to_sampler_params(so);
     spec.stop_at_eog = r.stop_at_eog;
+    spec.speculative = engine->speculative;
+    if (r.speculative) {
+      const kestrel::Status st = kestrel::api::to_spec_params(r.speculative, &spec.speculative);
+      if (!st.ok()) return fail(st);
+    }
     spec.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
     for (int32_t i = 0; i < r.n_stop_strings; ++i) {
       KS_API_CHECK_ARG(r.stop_strings[i], "kestrel_submit", "a stop string is NULL");
@@ -108,7 +124,8 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
     if (r.on_done) {
       kestrel_done_fn fn = r.on_done;
       spec.on_done = [fn, user](const kestrel::RequestResult& res) {
-        kestrel_request_result c;
+        kestrel_request_result c{};
+        c.struct_size = sizeof c;
         fill_result(res, &c);
         fn(&c, user);
       };

@@ -1,7 +1,8 @@
-// kestrel_generate: tokenize, decode the prompt, then sample and decode one token at a time,
-// streaming complete UTF-8 pieces to the callback.
+// kestrel_generate: tokenize, then engine/generate.h (the prompt, then one token or one verified
+// draft per step), streaming complete UTF-8 pieces to the callback.
 #include "api/guard.h"
 #include "api/handles.h"
+#include "engine/generate.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -36,34 +37,40 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     kestrel::Status st = kestrel::validate(sp);
     if (!st.ok()) return fail(st);
     kestrel::Sampler sampler(sp);
+    kestrel::SpecParams spec;
+    st = kestrel::api::to_spec_params(o.speculative, &spec);
+    if (!st.ok()) return fail(st);
 
     const kestrel::Model& model = ctx->ctx->model();
     const kestrel::Tokenizer& tok = model.tokenizer();
     auto ids = tok.tokenize(prompt, o.add_special, o.parse_special);
     if (!ids.ok()) return fail(ids.status());
     if (ids->empty()) return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_generate: the prompt has no tokens");
-    for (int32_t t : ids.value()) sampler.accept(t);
 
-    ctx->ctx->kv().clear();
-    st = ctx->ctx->decode({.tokens = ids.value()});
-    if (!st.ok()) return fail(st);
-    kestrel::StreamingDetokenizer detok(tok, false);
-    for (int32_t i = 0; i < o.max_tokens; ++i) {
-      auto logits = ctx->ctx->logits(-1);
-      if (!logits.ok()) return fail(logits.status());
-      auto next = sampler.sample(logits.value());
-      if (!next.ok()) return fail(next.status());
-      const int32_t t = next.value();
-      sampler.accept(t);
-      if (n_generated) *n_generated = i + 1;
-      const bool eog = tok.is_eog(t);
-      const std::string piece = eog && o.stop_at_eog ? detok.flush() : detok.push(t);
-      if (o.on_token && !o.on_token(t, piece.data(), piece.size(), o.user)) break;
-      if (eog && o.stop_at_eog) return KESTREL_OK;
-      if (i + 1 == o.max_tokens) break;
-      st = ctx->ctx->decode({.tokens = std::span<const int32_t>(&t, 1)});
-      if (!st.ok()) return fail(st);
+    std::unique_ptr<kestrel::Drafter> drafter;
+    if (spec.mode == kestrel::SpecMode::kNgram) drafter = kestrel::make_ngram_drafter(spec.ngram);
+    if (spec.mode == kestrel::SpecMode::kDraft) {
+      KS_API_CHECK_ARG(o.draft && o.draft != ctx, "kestrel_generate", "KESTREL_SPEC_DRAFT needs a draft context (another one)");
+      auto d = kestrel::make_model_drafter(*o.draft->ctx, model);
+      if (!d.ok()) return fail(d.status());
+      drafter = std::move(d.value());
     }
+    kestrel::GenerateOptions go;
+    go.max_tokens = o.max_tokens;
+    go.stop_at_eog = o.stop_at_eog;
+    go.drafter = drafter.get();
+    go.k_max = spec.k_max;
+    kestrel::StreamingDetokenizer detok(tok, false);
+    go.on_token = [&](int32_t t) {
+      const bool last = o.stop_at_eog && tok.is_eog(t);
+      const std::string piece = last ? detok.flush() : detok.push(t);
+      return !o.on_token || o.on_token(t, piece.data(), piece.size(), o.user);
+    };
+    kestrel::GenerateResult res;
+    st = kestrel::generate(*ctx->ctx, ids.value(), sampler, go, &res);
+    if (n_generated) *n_generated = res.n_generated;
+    kestrel::api::write_spec_stats(res.spec, o.spec_stats);
+    if (!st.ok()) return fail(st);
     const std::string rest = detok.flush();
     if (!rest.empty() && o.on_token) o.on_token(-1, rest.data(), rest.size(), o.user);
     return KESTREL_OK;

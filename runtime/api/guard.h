@@ -48,4 +48,14 @@ bool read_options(const T* in, T* out, const char** error) {
   return true;
 }
 
+// Out structs (results, statistics): the caller's struct_size says how many bytes it has room
+// for; 0 (never set) means the struct's first published size, `v1_size`.
+template <class T>
+void write_out(const T& value, T* out, size_t v1_size) {
+  if (out->struct_size != 0 && out->struct_size < sizeof(uint32_t)) return;
+  const size_t room = out->struct_size == 0 ? v1_size : std::min<size_t>(out->struct_size, sizeof(T));
+  std::memcpy(out, &value, std::min(room, sizeof(T)));
+  out->struct_size = static_cast<uint32_t>(std::min(room, sizeof(T)));
+}
+
 }  // namespace kestrel::api

@@ -6,6 +6,7 @@
 #include "kestrel.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "speculative/drafter.h"
 #include "tokenizer/tokenizer.h"
 
 struct kestrel_model {
@@ -25,4 +26,7 @@ struct kestrel_detokenizer {
 
 namespace kestrel::api {
 SamplerParams to_sampler_params(const kestrel_sampler_options& o);
+// NULL gives the defaults (no speculation); bad values a message naming them.
+Status to_spec_params(const kestrel_spec_options* in, SpecParams* out);
+void write_spec_stats(const SpecStats& s, kestrel_spec_stats* out);
 }

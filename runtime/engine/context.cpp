@@ -84,6 +84,8 @@ Status Context::decode(const DecodeBatch& in) {
     if (want) logit_row_[i] = n_out++;
   }
   logits_.assign(static_cast<size_t>(n_out) * n_vocab, 0.0f);
+  const size_t n_embd = static_cast<size_t>(model_.hparams().n_embd);
+  hidden_.assign(opts_.capture_hidden ? static_cast<size_t>(n_out) * n_embd : 0, 0.0f);
 
   int32_t out_done = 0;
   for (int64_t s = 0; s < T; s += opts_.n_batch) {
@@ -94,14 +96,16 @@ Status Context::decode(const DecodeBatch& in) {
     std::span<const int32_t> toks = in.tokens.subspan(s, e - s);
     KS_RETURN_IF_ERROR(run_step(toks, std::span<const int32_t>(pos).subspan(s, e - s),
                                 std::span<const int32_t>(seq).subspan(s, e - s), rows,
-                                logits_.data() + static_cast<size_t>(out_done) * n_vocab));
+                                logits_.data() + static_cast<size_t>(out_done) * n_vocab,
+                                hidden_.empty() ? nullptr : hidden_.data() + static_cast<size_t>(out_done) * n_embd));
     out_done += static_cast<int32_t>(rows.size());
   }
   return Status::Ok();
 }
 
 Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos,
-                         std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out) {
+                         std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out,
+                         float* hidden_out) {
   std::vector<int32_t> slots;
   KS_RETURN_IF_ERROR(kv_->claim(tokens, pos, seq, &slots));
   ForwardBatch fb;
@@ -114,6 +118,7 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   const int32_t last = fb.n_tokens - 1;
   fb.n_outputs = out_rows.empty() ? 1 : static_cast<int32_t>(out_rows.size());
   fb.output_rows = out_rows.empty() ? &last : out_rows.data();
+  fb.capture_hidden = hidden_out != nullptr;
 
   Graph g;
   Builder b(g, model_, *kv_, fb);
@@ -128,20 +133,40 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   g.bind(arena_);
   KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*backend_, g) : backend_->run(g, 0, g.nodes().size()));
   backend_->sync();
-  if (!out_rows.empty())
+  if (!out_rows.empty()) {
     backend_->read(logits_out, logits->data, static_cast<size_t>(out_rows.size()) * logits->ne[0] * sizeof(float));
+    if (hidden_out && b.hidden())
+      backend_->read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float));
+  }
   return Status::Ok();
 }
 
-Expected<std::span<const float>> Context::logits(int32_t i) const {
+Expected<int32_t> Context::output_row(int32_t i, const char* what) const {
   const int32_t T = static_cast<int32_t>(logit_row_.size());
   const int32_t idx = i < 0 ? T + i : i;
   if (idx < 0 || idx >= T)
-    return Error(KESTREL_ERR_OUT_OF_RANGE, "logits: row " + std::to_string(i) + " is outside the last batch of " + std::to_string(T));
+    return Error(KESTREL_ERR_OUT_OF_RANGE,
+                 std::string(what) + ": row " + std::to_string(i) + " is outside the last batch of " + std::to_string(T));
   if (logit_row_[idx] < 0)
-    return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: batch row " + std::to_string(idx) + " did not ask for logits");
+    return Error(KESTREL_ERR_INVALID_ARGUMENT,
+                 std::string(what) + ": batch row " + std::to_string(idx) + " did not ask for logits");
+  return logit_row_[idx];
+}
+
+Expected<std::span<const float>> Context::logits(int32_t i) const {
+  auto row = output_row(i, "logits");
+  if (!row.ok()) return row.status();
   const size_t V = model_.hparams().n_vocab;
-  return std::span<const float>(logits_.data() + logit_row_[idx] * V, V);
+  return std::span<const float>(logits_.data() + static_cast<size_t>(row.value()) * V, V);
+}
+
+Expected<std::span<const float>> Context::hidden(int32_t i) const {
+  if (!opts_.capture_hidden)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "hidden: the context was created without capture_hidden");
+  auto row = output_row(i, "hidden");
+  if (!row.ok()) return row.status();
+  const size_t E = static_cast<size_t>(model_.hparams().n_embd);
+  return std::span<const float>(hidden_.data() + static_cast<size_t>(row.value()) * E, E);
 }
 
 }  // namespace kestrel

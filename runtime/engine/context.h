@@ -17,6 +17,9 @@ struct ContextOptions {
   int32_t n_batch = 512;
   int32_t n_seq_max = 1;
   int n_threads = 0;    // 0: the model's setting
+  // Keep the final hidden state (the output norm's input) of every row that gets logits: the
+  // hook for drafters that read the target's features (EAGLE, MTP heads).
+  bool capture_hidden = false;
 };
 
 // One decode request. Empty positions / seq_ids / want_logits take the C API's defaults.
@@ -43,6 +46,8 @@ class Context {
   Status decode(const DecodeBatch& batch);
   // Logits of batch row i of the last decode (negative counts from the end).
   Expected<std::span<const float>> logits(int32_t i) const;
+  // Its final hidden state [n_embd] (ContextOptions::capture_hidden only).
+  Expected<std::span<const float>> hidden(int32_t i) const;
   // Per-op profiling (slower: one node at a time); profiler() is null when off.
   void set_profiling(bool on) { profiler_ = on ? std::make_unique<Profiler>() : nullptr; }
   Profiler* profiler() { return profiler_.get(); }
@@ -50,7 +55,8 @@ class Context {
  private:
   Context(const Model& m) : model_(m) {}
   Status run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
-                  std::span<const int32_t> out_rows, float* logits_out);
+                  std::span<const int32_t> out_rows, float* logits_out, float* hidden_out);
+  Expected<int32_t> output_row(int32_t i, const char* what) const;  // batch row -> logits/hidden row
   const Model& model_;
   ContextOptions opts_;
   std::unique_ptr<Backend> backend_;
@@ -58,6 +64,7 @@ class Context {
   uint8_t* arena_ = nullptr;
   size_t arena_size_ = 0;
   std::vector<float> logits_;        // [n_vocab * n_logit_rows]
+  std::vector<float> hidden_;        // [n_embd * n_logit_rows] (capture_hidden)
   std::vector<int32_t> logit_row_;   // batch row -> logits row, -1 if none
   std::unique_ptr<Profiler> profiler_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "speculative/verify.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
@@ -21,8 +22,18 @@ struct Scheduler::Request {
   std::atomic<bool> cancel{false};
   bool done = false;
   RequestResult result;
+  // Speculative decoding: prompt + generated, the drafter (n-gram: its own; draft model: the
+  // scheduler's), the draft sampler of a sampled request, the adaptive length, this step's draft.
+  std::vector<int32_t> history;
+  std::unique_ptr<Drafter> own_drafter;
+  Drafter* drafter = nullptr;
+  std::unique_ptr<Sampler> draft_sampler;
+  DraftLength len;
+  Draft draft;
   Request(RequestSpec s, const Tokenizer& tok)
-      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt) {}
+      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), history(spec.prompt),
+        len(spec.speculative.k_max) {}
+  bool decoding() const { return n_past >= static_cast<int32_t>(input.size()); }
 };
 
 const char* finish_reason_name(FinishReason r) {
@@ -48,6 +59,11 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, const
   auto ctx = Context::create(model, co);
   if (!ctx.ok()) return ctx.status();
   s->ctx_ = std::move(ctx.value());
+  if (o.draft_model) {
+    auto d = make_model_drafter(*o.draft_model, model, co);
+    if (!d.ok()) return d.status();
+    s->draft_ = std::move(d.value());
+  }
   s->n_ctx_ = co.n_ctx;
   s->n_parallel_ = o.n_parallel;
   s->n_batch_ = o.n_batch;
@@ -80,8 +96,13 @@ Expected<uint64_t> Scheduler::submit(RequestSpec spec) {
                                                " tokens, the context holds " + std::to_string(n_ctx_));
   if (spec.max_tokens < 1) return Error(KESTREL_ERR_INVALID_ARGUMENT, "request: max_tokens must be >= 1");
   KS_RETURN_IF_ERROR(validate(spec.sampling));
+  if (spec.speculative.mode == SpecMode::kDraft && !draft_)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "request: speculative mode 'draft' needs an engine with a draft model");
   auto r = std::make_shared<Request>(std::move(spec), model_.tokenizer());
   for (int32_t t : r->spec.prompt) r->sampler.accept(t);
+  if (r->spec.speculative.mode == SpecMode::kNgram) r->own_drafter = make_ngram_drafter(r->spec.speculative.ngram);
+  r->drafter = r->spec.speculative.mode == SpecMode::kDraft ? draft_.get() : r->own_drafter.get();
+  if (r->drafter) r->draft_sampler = draft_sampler_for(r->sampler);
   r->result.n_prompt = static_cast<int32_t>(r->spec.prompt.size());
   uint64_t id;
   {
@@ -124,6 +145,7 @@ std::string Scheduler::stats_json() const {
       {"requests_waiting", static_cast<int64_t>(waiting_.size())}, {"requests_running", n_running_},
       {"requests_preempted", n_preempted_}, {"tokens_prompt", tok_prompt_}, {"tokens_cached", tok_cached_},
       {"tokens_generated", tok_generated_},
+      {"speculative", {{"steps", spec_steps_}, {"drafted", spec_drafted_}, {"accepted", spec_accepted_}}},
       {"kv", {{"block_size", k.block_size}, {"blocks", k.blocks}, {"blocks_used", k.blocks_held},
               {"blocks_cached", k.blocks_cached}, {"blocks_free", k.blocks_free}}},
       {"prefix_cache_hit_rate",
@@ -146,12 +168,18 @@ void Scheduler::loop() {
   }
 }
 
+// Gives r's sequence slot back: its cells go (full blocks stay in the prefix cache), the draft
+// model's too.
+void Scheduler::release_seq(Request& r) {
+  if (r.seq < 0) return;
+  (void)ctx_->kv().seq_remove(r.seq, 0, -1);
+  if (r.drafter) r.drafter->release(r.seq);
+  free_seqs_.push_back(r.seq);
+  r.seq = -1;
+}
+
 void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text) {
-  if (r.seq >= 0) {
-    (void)ctx_->kv().seq_remove(r.seq, 0, -1);  // full blocks stay in the prefix cache
-    free_seqs_.push_back(r.seq);
-    r.seq = -1;
-  }
+  release_seq(r);
   if (flush_text && (why == FinishReason::Stop || why == FinishReason::Length)) {
     // Text held back for stop strings, and the detokenizer's incomplete tail.
     const std::string rest = r.held + r.detok.flush();
@@ -161,12 +189,16 @@ void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text)
   r.result.finish = why;
   r.result.status = std::move(st);
   r.result.n_generated = static_cast<int32_t>(r.generated.size());
+  r.draft.clear();
   if (r.spec.on_done) r.spec.on_done(r.result);
   std::lock_guard<std::mutex> lock(mu_);
   kv_stats_ = ctx_->kv().stats();
   r.done = true;
   ++n_finished_;
   tok_generated_ += r.result.n_generated;
+  spec_steps_ += r.result.spec.steps;
+  spec_drafted_ += r.result.spec.drafted;
+  spec_accepted_ += r.result.spec.accepted;
   if (r.spec.on_done) live_.erase(r.id);
   done_cv_.notify_all();
 }
@@ -196,9 +228,7 @@ void Scheduler::admit() {
     const KvCache::Stats ks = ctx_->kv().stats();
     const int32_t need = (static_cast<int32_t>(r->input.size()) - r->n_past) / ks.block_size + 1;
     if (!running_.empty() && ks.blocks_free + ks.blocks_cached < need) {
-      (void)ctx_->kv().seq_remove(r->seq, 0, -1);
-      free_seqs_.push_back(r->seq);
-      r->seq = -1;
+      release_seq(*r);
       std::lock_guard<std::mutex> lock(mu_);
       waiting_.push_front(r);
       break;
@@ -220,9 +250,7 @@ bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
   if (running_.size() <= 1) return false;
   std::shared_ptr<Request> v = running_.back();
   running_.pop_back();
-  (void)ctx_->kv().seq_remove(v->seq, 0, -1);
-  free_seqs_.push_back(v->seq);
-  v->seq = -1;
+  release_seq(*v);
   v->input = v->spec.prompt;
   v->input.insert(v->input.end(), v->generated.begin(), v->generated.end());
   v->n_past = 0;
@@ -230,6 +258,30 @@ bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
   waiting_.push_front(v);
   ++n_preempted_;
   return false;
+}
+
+// Proposals for this step: every decoding request that speculates gets up to len.k tokens (no
+// more than it may still generate, less one); the draft model's requests in one batched call.
+void Scheduler::draft_all() {
+  std::vector<DraftRequest> model_reqs;
+  std::vector<Request*> model_owners;
+  for (auto& r : running_) {
+    r->draft.clear();
+    if (!r->drafter || !r->decoding()) continue;
+    const int32_t k = std::min(r->len.k, r->spec.max_tokens - static_cast<int32_t>(r->generated.size()) - 1);
+    if (k <= 0) continue;
+    const DraftRequest req{.seq = r->seq, .history = r->history, .k = k, .sampler = r->draft_sampler.get()};
+    if (r->drafter == draft_.get()) {
+      model_reqs.push_back(req);
+      model_owners.push_back(r.get());
+    } else {
+      (void)r->drafter->propose({&req, 1}, {&r->draft, 1});
+    }
+  }
+  if (model_reqs.empty()) return;
+  std::vector<Draft> out(model_reqs.size());
+  (void)draft_->propose(model_reqs, out);  // a drafter that fails proposes nothing
+  for (size_t i = 0; i < out.size(); ++i) model_owners[i]->draft = std::move(out[i]);
 }
 
 bool Scheduler::step() {
@@ -244,22 +296,31 @@ bool Scheduler::step() {
   }
   admit();
   if (running_.empty()) return false;
+  draft_all();
 
   std::vector<int32_t> tokens, pos, seqs;
   std::vector<bool> want;
-  std::vector<Request*> row_req;  // the request a logits row samples for
-  for (;;) {
-    tokens.clear(), pos.clear(), seqs.clear(), want.clear(), row_req.clear();
+  std::vector<Request*> row_req;  // the request a logits row samples for (the first row of a draft's)
+  std::vector<char> row_decodes;  // that row is a decoding request's (verify), not a prompt's end
+  for (bool with_drafts = true;;) {
+    tokens.clear(), pos.clear(), seqs.clear(), want.clear(), row_req.clear(), row_decodes.clear();
     int32_t budget = n_batch_;
-    // Every generating request's next token first, then prompt chunks in admission order.
+    // Every decoding request's next token (and its draft) first, then prompt chunks in
+    // admission order.
     for (auto& r : running_) {
-      if (r->n_past < static_cast<int32_t>(r->input.size()) || budget == 0) continue;
-      tokens.push_back(r->generated.back());
-      pos.push_back(r->n_past);
-      seqs.push_back(r->seq);
-      want.push_back(true);
-      row_req.push_back(r.get());
-      --budget;
+      if (!r->decoding() || budget == 0) continue;
+      if (!with_drafts) r->draft.clear();
+      if (static_cast<int32_t>(r->draft.tokens.size()) > budget - 1) r->draft.tokens.resize(static_cast<size_t>(budget - 1));
+      if (!r->draft.q.empty()) r->draft.q.resize(r->draft.tokens.size());
+      for (size_t i = 0; i <= r->draft.tokens.size(); ++i) {
+        tokens.push_back(i == 0 ? r->generated.back() : r->draft.tokens[i - 1]);
+        pos.push_back(r->n_past + static_cast<int32_t>(i));
+        seqs.push_back(r->seq);
+        want.push_back(true);
+        row_req.push_back(i == 0 ? r.get() : nullptr);
+        row_decodes.push_back(1);
+        --budget;
+      }
     }
     for (auto& r : running_) {
       const int32_t left = static_cast<int32_t>(r->input.size()) - r->n_past;
@@ -271,8 +332,14 @@ bool Scheduler::step() {
         seqs.push_back(r->seq);
         want.push_back(i == left - 1);
         row_req.push_back(i == left - 1 ? r.get() : nullptr);
+        row_decodes.push_back(0);
       }
       budget -= n;
+    }
+    if (ctx_->kv().can_claim(seqs).ok()) break;
+    if (with_drafts) {  // out of blocks: first no speculation this step, then preemption
+      with_drafts = false;
+      continue;
     }
     if (preempt_for(seqs)) break;
     if (running_.size() == 1 && !ctx_->kv().can_claim(seqs).ok()) {
@@ -293,15 +360,20 @@ bool Scheduler::step() {
     for (auto& r : all) finish(*r, FinishReason::Error, st);
     return true;
   }
-  // Bookkeeping, then sampling in batch order.
+  // Bookkeeping, then sampling (or verification) in batch order.
   for (auto& r : running_) {
-    const int32_t n = static_cast<int32_t>(std::count(seqs.begin(), seqs.end(), r->seq));
-    r->n_past += n;
+    if (r->decoding()) continue;  // decoding requests advance by what verification keeps
+    r->n_past += static_cast<int32_t>(std::count(seqs.begin(), seqs.end(), r->seq));
   }
   for (size_t i = 0; i < row_req.size(); ++i) {
-    if (!row_req[i]) continue;
+    Request* r = row_req[i];
+    if (!r) continue;
+    if (row_decodes[i]) {
+      verify_drafts(*r, static_cast<int32_t>(i));  // no draft: plain sampling from the one row
+      continue;
+    }
     auto l = ctx_->logits(static_cast<int32_t>(i));
-    if (l.ok()) emit(*row_req[i], l.value());
+    if (l.ok()) emit(*r, l.value());
   }
   for (size_t i = 0; i < running_.size();) {
     if (running_[i]->done) running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -313,20 +385,53 @@ bool Scheduler::step() {
   return true;
 }
 
-// Samples the next token of r from logits and streams it; finishes r on a stop condition.
+// r's last token and draft were decoded from batch row first_row on: verify, keep the accepted
+// drafts in the cache (the rest goes), deliver the emitted tokens.
+void Scheduler::verify_drafts(Request& r, int32_t first_row) {
+  const size_t k = r.draft.tokens.size();
+  std::vector<std::span<const float>> rows;
+  for (size_t i = 0; i <= k; ++i) {
+    auto l = ctx_->logits(first_row + static_cast<int32_t>(i));
+    if (!l.ok()) return finish(r, FinishReason::Error, l.status());
+    rows.push_back(l.value());
+  }
+  VerifyResult vr;
+  Status st = verify(r.sampler, rows, r.draft, &vr);
+  if (!st.ok()) return finish(r, FinishReason::Error, st);
+  r.n_past += 1 + vr.n_accepted;
+  st = ctx_->kv().seq_remove(r.seq, r.n_past, -1);
+  if (!st.ok()) return finish(r, FinishReason::Error, st);
+  if (k > 0) {
+    ++r.result.spec.steps;
+    r.result.spec.drafted += static_cast<int32_t>(k);
+    r.result.spec.accepted += vr.n_accepted;
+    r.len.update(static_cast<int32_t>(k), vr.n_accepted);
+  }
+  r.draft.clear();
+  for (size_t i = 0; i < vr.tokens.size(); ++i)
+    if (!deliver(r, vr.tokens[i], rows[i])) return;
+}
+
+// Samples the next token of r from logits and delivers it.
 void Scheduler::emit(Request& r, std::span<const float> logits) {
-  if (r.spec.on_logits) r.spec.on_logits(logits);
   auto next = r.sampler.sample(logits);
   if (!next.ok()) return finish(r, FinishReason::Error, next.status());
-  const int32_t t = next.value();
-  r.sampler.accept(t);
+  r.sampler.accept(next.value());
+  deliver(r, next.value(), logits);
+}
+
+// Streams token t of r (sampled from logits); finishes r on a stop condition (then false).
+bool Scheduler::deliver(Request& r, int32_t t, std::span<const float> logits) {
+  if (r.spec.on_logits) r.spec.on_logits(logits);
   r.generated.push_back(t);
+  r.history.push_back(t);
   const Tokenizer& tok = model_.tokenizer();
   const bool eog = r.spec.stop_at_eog && tok.is_eog(t);
   const bool stop_tok = std::find(r.spec.stop_tokens.begin(), r.spec.stop_tokens.end(), t) != r.spec.stop_tokens.end();
   if (eog || stop_tok) {
-    if (r.spec.on_token && !r.spec.on_token(t, "")) return finish(r, FinishReason::Cancelled);
-    return finish(r, FinishReason::Stop);
+    const bool go_on = !r.spec.on_token || r.spec.on_token(t, "");
+    finish(r, go_on ? FinishReason::Stop : FinishReason::Cancelled);
+    return false;
   }
   r.held += r.detok.push(t);
   // A stop string ends the text before it; otherwise emit all but the longest tail that could
@@ -337,8 +442,12 @@ void Scheduler::emit(Request& r, std::span<const float> logits) {
   if (cut != std::string::npos) {
     const std::string out = r.held.substr(0, cut);
     r.held.clear();
-    if (r.spec.on_token && !r.spec.on_token(t, out)) return finish(r, FinishReason::Cancelled);
-    return finish(r, FinishReason::Stop, Status::Ok(), /*flush_text=*/false);  // the rest follows the stop string
+    if (r.spec.on_token && !r.spec.on_token(t, out)) {
+      finish(r, FinishReason::Cancelled);
+    } else {
+      finish(r, FinishReason::Stop, Status::Ok(), /*flush_text=*/false);  // the rest follows the stop string
+    }
+    return false;
   }
   size_t keep = 0;  // the longest tail of held that begins some stop string
   for (const std::string& s : r.spec.stop_strings)
@@ -349,8 +458,15 @@ void Scheduler::emit(Request& r, std::span<const float> logits) {
       }
   const std::string out = r.held.substr(0, r.held.size() - keep);
   r.held.erase(0, r.held.size() - keep);
-  if (r.spec.on_token && !r.spec.on_token(t, out)) return finish(r, FinishReason::Cancelled);
-  if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens) return finish(r, FinishReason::Length);
+  if (r.spec.on_token && !r.spec.on_token(t, out)) {
+    finish(r, FinishReason::Cancelled);
+    return false;
+  }
+  if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens) {
+    finish(r, FinishReason::Length);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kestrel

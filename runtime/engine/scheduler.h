@@ -4,8 +4,10 @@
 // sequence slot is free; its prompt first attaches whatever the KV prefix cache holds. When the
 // KV blocks run out, the most recently admitted request is preempted: its cells are dropped and
 // it re-queues with prompt + generated tokens (recompute; its published blocks usually come back
-// from the prefix cache). Cancellation is honoured at the next step. Callbacks run on the worker
-// thread; submit/cancel/wait/stats may be called from any thread.
+// from the prefix cache). Cancellation is honoured at the next step. Requests that speculate put
+// their last token and a draft into the step's batch (every drafting request's draft in one
+// target pass), keep what verification accepts and roll their cache back past the rest.
+// Callbacks run on the worker thread; submit/cancel/wait/stats may be called from any thread.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -21,6 +23,7 @@
 
 #include "engine/context.h"
 #include "sampling/sampler.h"
+#include "speculative/drafter.h"
 
 namespace kestrel {
 
@@ -32,6 +35,7 @@ struct RequestResult {
   int32_t n_prompt = 0;      // prompt tokens
   int32_t n_cached = 0;      // of those, taken from the prefix cache
   int32_t n_generated = 0;
+  SpecStats spec;            // speculative decoding: drafted and accepted tokens
 };
 
 struct RequestSpec {
@@ -41,6 +45,7 @@ struct RequestSpec {
   bool stop_at_eog = true;
   std::vector<int32_t> stop_tokens;
   std::vector<std::string> stop_strings;  // generation ends before the first match; text not emitted
+  SpecParams speculative;                  // kDraft needs an engine with a draft model
   // Per generated token: its id and the text that became final (stop strings held back); false
   // cancels the request. id -1: the last text at the end.
   std::function<bool(int32_t token, const std::string& piece)> on_token;
@@ -54,6 +59,9 @@ struct SchedulerOptions {
   int32_t n_parallel = 4;  // requests decoding at once (sequence slots)
   int32_t n_batch = 256;   // token budget per step
   int n_threads = 0;
+  // Drafts for kDraft requests: a smaller model with the same vocabulary, decoded in its own
+  // context (same n_ctx and slots), all drafting requests batched. Must outlive the scheduler.
+  const Model* draft_model = nullptr;
 };
 
 class Scheduler {
@@ -75,10 +83,15 @@ class Scheduler {
   void admit();
   void finish(Request& r, FinishReason why, Status st = Status::Ok(), bool flush_text = true);
   void emit(Request& r, std::span<const float> logits);
+  bool deliver(Request& r, int32_t token, std::span<const float> logits);  // false: r finished
+  void draft_all();  // drafts for every decoding request that speculates
+  void verify_drafts(Request& r, int32_t first_row);
+  void release_seq(Request& r);
   bool preempt_for(const std::vector<int32_t>& seqs);
 
   const Model& model_;
   std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Drafter> draft_;  // the draft model's, when there is one
   int32_t n_ctx_ = 0, n_parallel_ = 0, n_batch_ = 0;
   std::thread worker_;
   mutable std::mutex mu_;
@@ -91,6 +104,7 @@ class Scheduler {
   std::vector<int32_t> free_seqs_;                            // worker only
   // Counters (mu_), published by the worker after each step.
   int64_t n_requests_ = 0, n_finished_ = 0, tok_prompt_ = 0, tok_cached_ = 0, tok_generated_ = 0, n_preempted_ = 0;
+  int64_t spec_steps_ = 0, spec_drafted_ = 0, spec_accepted_ = 0;
   int32_t n_running_ = 0;
   KvCache::Stats kv_stats_;
 };

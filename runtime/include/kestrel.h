@@ -243,6 +243,33 @@ KESTREL_API kestrel_status kestrel_sampler_sample(kestrel_sampler *sampler, cons
 KESTREL_API void kestrel_sampler_accept(kestrel_sampler *sampler, kestrel_token token);
 KESTREL_API void kestrel_sampler_reset(kestrel_sampler *sampler);
 
+/* ---- speculative decoding ---------------------------------------------------------------- */
+/* A drafter proposes tokens, the model scores them all in one pass and keeps what it would have
+ * sampled: the same output as without under greedy sampling, the same distribution otherwise
+ * (rejection sampling), and often several tokens per pass. */
+typedef enum kestrel_spec_mode {
+  KESTREL_SPEC_NONE = 0,  /* one token per pass (default) */
+  KESTREL_SPEC_DRAFT = 1, /* a smaller model with the same vocabulary drafts */
+  KESTREL_SPEC_NGRAM = 2  /* prompt lookup: what followed the last n tokens earlier in the text */
+} kestrel_spec_mode;
+
+typedef struct kestrel_spec_options {
+  uint32_t struct_size;
+  kestrel_spec_mode mode;
+  int32_t k_max;     /* most tokens drafted per pass (default 8); the length adapts below it */
+  int32_t ngram_min; /* NGRAM: shortest match tried (default 1) */
+  int32_t ngram_max; /* NGRAM: longest match, tried first (default 3) */
+} kestrel_spec_options;
+
+typedef struct kestrel_spec_stats {
+  uint32_t struct_size;
+  int32_t n_steps;    /* model passes that verified a draft */
+  int32_t n_drafted;  /* tokens proposed */
+  int32_t n_accepted; /* of those, kept */
+} kestrel_spec_stats;
+
+KESTREL_API void kestrel_spec_options_init(kestrel_spec_options *opts);
+
 /* ---- generate: tokenize, decode, sample, stream ------------------------------------------ */
 /* Called per generated token with its newly completed UTF-8 text (may be empty); return false to
  * stop generating. */
@@ -257,6 +284,9 @@ typedef struct kestrel_generate_options {
   const kestrel_sampler_options *sampling; /* NULL: defaults */
   kestrel_token_fn on_token;              /* optional */
   void *user;
+  const kestrel_spec_options *speculative; /* NULL: none */
+  kestrel_context *draft;                  /* SPEC_DRAFT: a context of the draft model (cleared) */
+  kestrel_spec_stats *spec_stats;          /* optional: what speculation did */
 } kestrel_generate_options;
 
 KESTREL_API void kestrel_generate_options_init(kestrel_generate_options *opts);
@@ -281,6 +311,8 @@ typedef struct kestrel_engine_options {
   uint32_t n_parallel; /* requests decoding at once (default 4, at most 64) */
   uint32_t n_batch;    /* tokens per step (default 256) */
   int32_t n_threads;   /* 0: the model's setting */
+  const kestrel_model *draft_model;        /* drafts for SPEC_DRAFT requests; outlives the engine */
+  const kestrel_spec_options *speculative; /* the requests' default (NULL: none); copied */
 } kestrel_engine_options;
 
 typedef enum kestrel_finish_reason {
@@ -298,6 +330,8 @@ typedef struct kestrel_request_result {
   int32_t n_prompt;      /* prompt tokens */
   int32_t n_cached;      /* of those, found in the prefix cache (not recomputed) */
   int32_t n_generated;
+  int32_t n_drafted;  /* speculative decoding: tokens drafted for it */
+  int32_t n_accepted; /* of those, kept */
 } kestrel_request_result;
 
 typedef void (*kestrel_logits_fn)(const float *logits, int32_t n_vocab, void *user);
@@ -319,6 +353,7 @@ typedef struct kestrel_request {
   kestrel_logits_fn on_logits; /* the logits each token is sampled from */
   kestrel_done_fn on_done;     /* once, at the end; then the request is forgotten (no wait) */
   void *user;
+  const kestrel_spec_options *speculative; /* NULL: the engine's default */
 } kestrel_request;
 
 KESTREL_API void kestrel_engine_options_init(kestrel_engine_options *opts);

@@ -123,6 +123,10 @@ Tensor* Builder::select_outputs(Tensor* x) {
 }
 
 Tensor* Builder::output_logits(Tensor* x) {
+  if (fb_.capture_hidden) {
+    hidden_ = x;
+    g_.mark_output(x);
+  }
   Tensor* normed = rms_norm(x, w().output_norm);
   Tensor* logits = linear(w().output, normed);
   g_.mark_output(logits);

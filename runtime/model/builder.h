@@ -19,6 +19,7 @@ struct ForwardBatch {
   AttentionBatch attn;
   int32_t n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose logits are wanted
+  bool capture_hidden = false;           // keep the output rows' final hidden states (hidden())
 };
 
 // Attention options a model file sets per layer. Biases and per-head q/k norms come with the
@@ -85,6 +86,9 @@ class Builder {
   Tensor* select_outputs(Tensor* x);
   // Final norm and output matrix: [n_vocab, n_outputs].
   Tensor* output_logits(Tensor* x);
+  // The input of output_logits, [n_embd, n_outputs], when the batch asked to capture it (the hook
+  // EAGLE/MTP-style drafters read); nullptr otherwise.
+  Tensor* hidden() const { return hidden_; }
 
   // The pre-norm residual decoder most models are, from embeddings to logits: per layer
   //   x += self_attention(rms_norm(x, attn_norm)); x += ffn(rms_norm(x, ffn_norm), layer)
@@ -104,6 +108,7 @@ class Builder {
   const KvCache& kv_;
   const ForwardBatch& fb_;
   Tensor* positions_ = nullptr;
+  Tensor* hidden_ = nullptr;
   const AttentionBatch* attn_ = nullptr;
   std::unordered_map<const Tensor*, Tensor*> wrapped_;
 };

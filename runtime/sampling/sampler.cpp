@@ -293,6 +293,42 @@ Expected<int32_t> Sampler::sample(std::span<const float> logits) {
   return draw();
 }
 
+Status Sampler::distribution(std::span<const float> logits, std::vector<std::pair<int32_t, double>>* out) {
+  KS_RETURN_IF_ERROR(prepare(logits));
+  out->clear();
+  if (params_.temperature <= 0) {
+    out->emplace_back(argmax(), 1.0);
+    return Status::Ok();
+  }
+  truncate();
+  // draw()'s weights, normalized.
+  const double t = params_.temperature, mx = max_logit_;
+  double sum = 0;
+  out->reserve(cand_.size());
+  for (const Candidate& c : cand_) {
+    const double w = std::exp((static_cast<double>(c.logit) - mx) / t);
+    out->emplace_back(c.id, w);
+    sum += w;
+  }
+  for (auto& [id, w] : *out) w /= sum;
+  return Status::Ok();
+}
+
+int32_t Sampler::draw_from(std::span<const std::pair<int32_t, double>> weights) {
+  double sum = 0;
+  for (const auto& [id, w] : weights) sum += w;
+  const double u = rng_.uniform() * sum;
+  double cum = 0;
+  int32_t last_positive = weights.empty() ? -1 : weights.front().first;
+  for (const auto& [id, w] : weights) {
+    if (w <= 0) continue;
+    cum += w;
+    last_positive = id;
+    if (u < cum) return id;
+  }
+  return last_positive;  // u rounded up to sum
+}
+
 Expected<std::vector<std::pair<int32_t, float>>> Sampler::debug_apply(std::span<const float> logits) {
   KS_RETURN_IF_ERROR(prepare(logits));
   const bool greedy = params_.temperature <= 0;

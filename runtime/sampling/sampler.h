@@ -59,6 +59,16 @@ class Sampler {
   // Forgets the history and restarts the RNG from the seed.
   void reset();
 
+  // For speculative decoding, which must draw from exactly the distribution sample() draws from:
+  // the tokens sample() could return for these logits with their probabilities (summing to 1),
+  // in the order its draw walks them. Greedy: the argmax alone, probability 1.
+  Status distribution(std::span<const float> logits, std::vector<std::pair<int32_t, double>>* out);
+  // One uniform number in [0, 1) from this sampler's random stream.
+  double uniform() { return rng_.uniform(); }
+  // A token drawn from nonnegative weights (not necessarily normalized; not all zero), walking
+  // them in order as sample() does.
+  int32_t draw_from(std::span<const std::pair<int32_t, double>> weights);
+
   const SamplerParams& params() const { return params_; }
 
   // For tests: the candidates left after every step but the draw, in the order the draw walks

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/chi_square.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 
@@ -84,47 +85,8 @@ std::vector<double> ref_probs(const std::vector<std::pair<int32_t, float>>& kept
   return p;
 }
 
-// Upper 1e-6 quantile of chi-square with df degrees of freedom, by the Wilson-Hilferty cube
-// approximation (z = 4.7534 is the standard normal's upper 1e-6 quantile). Slightly lenient for
-// df < 3, accurate to a few percent above.
-double chi2_threshold_1e6(int df) {
-  const double z = 4.753424, k = df;
-  const double a = 1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k));
-  return k * a * a * a;
-}
-
-struct Chi2 {
-  double stat = 0;
-  int df = 0;
-  bool outside_support = false;  // a token with expected probability 0 was drawn
-};
-
-// Pearson's statistic; bins expecting fewer than 5 draws are pooled into one bin.
-Chi2 chi_square(const std::vector<int64_t>& counts, const std::vector<double>& probs, int64_t n) {
-  Chi2 r;
-  double pooled_exp = 0, pooled_obs = 0;
-  int bins = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    const double e = probs[i] * static_cast<double>(n);
-    if (probs[i] == 0.0) {
-      if (counts[i] != 0) r.outside_support = true;
-      continue;
-    }
-    if (e < 5) {
-      pooled_exp += e;
-      pooled_obs += static_cast<double>(counts[i]);
-      continue;
-    }
-    r.stat += (counts[i] - e) * (counts[i] - e) / e;
-    ++bins;
-  }
-  if (pooled_exp > 0) {
-    r.stat += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / pooled_exp;
-    ++bins;
-  }
-  r.df = std::max(1, bins - 1);
-  return r;
-}
+// A draw distribution passes when its chi-square p-value exceeds 1e-6 (common/chi_square.h).
+constexpr double kFalseFailure = 1e-6;
 
 std::vector<int64_t> draw_counts(Sampler& s, const std::vector<float>& logits, int64_t n) {
   std::vector<int64_t> counts(logits.size(), 0);
@@ -143,11 +105,11 @@ void check_distribution(const SamplerParams& p, const std::vector<float>& logits
   const auto counts = draw_counts(s, logits, kDraws);
   const auto kept = ref_truncate(logits, p.top_k, p.top_p, p.min_p);
   const auto probs = ref_probs(kept, logits.size(), p.temperature);
-  const Chi2 c = chi_square(counts, probs, kDraws);
+  const test::ChiSquare c = test::chi_square(counts, probs);
   INFO("T=" << p.temperature << " k=" << p.top_k << " p=" << p.top_p << " min_p=" << p.min_p << " kept=" << kept.size()
-            << " chi2=" << c.stat << " df=" << c.df << " threshold=" << chi2_threshold_1e6(c.df));
+            << " chi2=" << c.statistic << " df=" << c.dof << " p-value=" << c.p_value);
   CHECK_FALSE(c.outside_support);
-  CHECK(c.stat < chi2_threshold_1e6(c.df));
+  CHECK(c.p_value > kFalseFailure);
 }
 
 bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
@@ -322,10 +284,49 @@ TEST_CASE("sampler distribution: the chi-square check has power (a wrong tempera
   Sampler s(plain(0.8f, 3));
   const auto counts = draw_counts(s, logits, kDraws);
   const auto kept = ref_truncate(logits, 0, 1.0f, 0.0f);
-  const Chi2 wrong = chi_square(counts, ref_probs(kept, logits.size(), 1.0), kDraws);
-  CHECK(wrong.stat > chi2_threshold_1e6(wrong.df));
-  const Chi2 right = chi_square(counts, ref_probs(kept, logits.size(), 0.8), kDraws);
-  CHECK(right.stat < chi2_threshold_1e6(right.df));
+  CHECK(test::chi_square(counts, ref_probs(kept, logits.size(), 1.0)).p_value < kFalseFailure);
+  CHECK(test::chi_square(counts, ref_probs(kept, logits.size(), 0.8)).p_value > kFalseFailure);
+}
+
+// Speculative verification needs the distribution sample() draws from: distribution() against
+// the same independent reference the draws are checked against above.
+TEST_CASE("sampler distribution(): the probabilities sample() draws with, truncation and penalties included") {
+  const auto logits = random_logits(64, 77, 1.5f);
+  SamplerParams p = plain(0.8f, 9);
+  p.top_k = 20;
+  p.top_p = 0.9f;
+  p.min_p = 0.05f;
+  for (bool penalties : {false, true}) {
+    if (penalties) p.repeat_penalty = 1.3f, p.presence_penalty = 0.5f;
+    Sampler s(p);
+    std::vector<float> penalized = logits;
+    if (penalties)
+      for (int32_t t : {3, 17, 3}) s.accept(t);
+    for (int32_t t : {3, 17}) {  // the formula of "sampler penalties" below, once per distinct token
+      if (!penalties) break;
+      float& l = penalized[static_cast<size_t>(t)];
+      l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+      l -= p.presence_penalty;
+    }
+    std::vector<std::pair<int32_t, double>> dist;
+    REQUIRE(s.distribution(logits, &dist).ok());
+    const auto want = ref_probs(ref_truncate(penalized, p.top_k, p.top_p, p.min_p), logits.size(), p.temperature);
+    double total = 0;
+    for (const auto& [id, prob] : dist) {
+      CHECK(prob == doctest::Approx(want[static_cast<size_t>(id)]).epsilon(1e-9));
+      total += prob;
+    }
+    CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
+    size_t nonzero = 0;
+    for (double w : want) nonzero += w > 0;
+    CHECK(dist.size() == nonzero);
+  }
+  Sampler g(plain(0.0f));  // greedy: the argmax, certainly
+  std::vector<std::pair<int32_t, double>> dist;
+  REQUIRE(g.distribution(logits, &dist).ok());
+  REQUIRE(dist.size() == 1);
+  CHECK(dist[0].first == static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+  CHECK(dist[0].second == 1.0);
 }
 
 TEST_CASE("sampler truncation: debug_apply keeps exactly the reference set, in best-first order") {

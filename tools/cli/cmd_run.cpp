@@ -18,6 +18,7 @@ bool print_piece(kestrel_token, const char* piece, size_t len, void*) {
 int cmd_run(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
+  opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
   opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "-c,--ctx-size"});
   Args a(argc, argv, opts, {"--no-add-special", "--parse-special"});
   // Every option is parsed before the (slow) load, so a typo fails at once.
@@ -25,6 +26,7 @@ int cmd_run(int argc, char** argv) {
   kestrel_context_options_init(&co);
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
   const kestrel_sampler_options so = sampler_options_from_args(a);
+  const SpecArgs spec = spec_from_args(a);
 
   kestrel_generate_options go;
   kestrel_generate_options_init(&go);
@@ -37,12 +39,26 @@ int cmd_run(int argc, char** argv) {
   const std::string prompt = a.has("--prompt") ? a.str("--prompt") : read_all_stdin();
   ModelPtr model = load_model_from_args(a);
   ContextPtr ctx = new_context(model.get(), &co);
+  ModelPtr draft = load_draft_model(a, spec);
+  ContextPtr draft_ctx;
+  if (draft) {
+    co.n_ctx = kestrel_context_n_ctx(ctx.get());
+    draft_ctx = new_context(draft.get(), &co);
+  }
+  kestrel_spec_stats stats{};
+  stats.struct_size = sizeof stats;
+  go.speculative = &spec.opts;
+  go.draft = draft_ctx.get();
+  go.spec_stats = &stats;
   int32_t n = 0;
   const auto t0 = std::chrono::steady_clock::now();
   check(kestrel_generate(ctx.get(), prompt.c_str(), &go, &n));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "\n[%d tokens in %.2f s, %.1f tokens/s, seed %llu]\n", n, s, n / (s > 0 ? s : 1),
                static_cast<unsigned long long>(so.seed));
+  if (spec.opts.mode != KESTREL_SPEC_NONE)
+    std::fprintf(stderr, "[speculative (%s): %s]\n", spec.opts.mode == KESTREL_SPEC_DRAFT ? "draft" : "ngram",
+                 spec_summary(stats.n_steps, stats.n_drafted, stats.n_accepted).c_str());
   return 0;
 }
 

@@ -1,0 +1,73 @@
+#include "engine/generate.h"
+
+#include <memory>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel {
+
+Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler, const GenerateOptions& o,
+                GenerateResult* res) {
+  *res = GenerateResult{};
+  const Tokenizer& tok = ctx.model().tokenizer();
+  for (int32_t t : prompt) sampler.accept(t);
+  ctx.kv().clear();
+  KS_RETURN_IF_ERROR(ctx.decode({.tokens = prompt}));
+  if (o.max_tokens <= 0) return Status::Ok();
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  auto logits = ctx.logits(-1);
+  if (!logits.ok()) return logits.status();
+  auto first = sampler.sample(logits.value());
+  if (!first.ok()) return first.status();
+  sampler.accept(first.value());
+  std::vector<int32_t> emitted = {first.value()};
+
+  const std::unique_ptr<Sampler> dsampler = o.drafter ? draft_sampler_for(sampler) : nullptr;
+  DraftLength len(o.k_max);
+  Draft draft;
+  VerifyResult vr;
+  std::vector<int32_t> batch;
+  std::vector<std::span<const float>> rows;
+  for (;;) {
+    for (int32_t t : emitted) {
+      history.push_back(t);
+      ++res->n_generated;
+      const bool stop = (o.on_token && !o.on_token(t)) || (o.stop_at_eog && tok.is_eog(t)) ||
+                        res->n_generated >= o.max_tokens;
+      if (stop) {  // the cache keeps what one-token decoding would have: all but the last token
+        return ctx.kv().seq_remove(0, static_cast<int32_t>(history.size()) - 1, -1);
+      }
+    }
+    // The last token is not in the cache yet: decode it, with a draft after it.
+    draft.clear();
+    const int32_t k = std::min(len.k, o.max_tokens - res->n_generated - 1);
+    if (o.drafter && k > 0) {
+      const DraftRequest req{.seq = 0, .history = history, .k = k, .sampler = dsampler.get()};
+      KS_RETURN_IF_ERROR(o.drafter->propose({&req, 1}, {&draft, 1}));
+    }
+    batch.assign(1, history.back());
+    batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
+    std::unique_ptr<bool[]> want(new bool[batch.size()]);
+    for (size_t i = 0; i < batch.size(); ++i) want[i] = true;
+    KS_RETURN_IF_ERROR(ctx.decode({.tokens = batch, .want_logits = {want.get(), batch.size()}}));
+    rows.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto row = ctx.logits(static_cast<int32_t>(i));
+      if (!row.ok()) return row.status();
+      rows.push_back(row.value());
+    }
+    KS_RETURN_IF_ERROR(verify(sampler, rows, draft, &vr, o.rule));
+    // Rejected drafts leave the cache: it keeps the history and the accepted drafts.
+    KS_RETURN_IF_ERROR(ctx.kv().seq_remove(0, static_cast<int32_t>(history.size()) + vr.n_accepted, -1));
+    if (!draft.tokens.empty()) {
+      ++res->spec.steps;
+      res->spec.drafted += static_cast<int32_t>(draft.tokens.size());
+      res->spec.accepted += vr.n_accepted;
+      len.update(static_cast<int32_t>(draft.tokens.size()), vr.n_accepted);
+    }
+    emitted = vr.tokens;
+  }
+}
+
+}  // namespace kestrel
