@@ -1,4 +1,6 @@
 // Speculative decoding's C boundary: options in, statistics out.
+#include <cstring>
+
 #include "api/guard.h"
 #include "api/handles.h"
 
@@ -9,13 +11,17 @@ Status to_spec_params(const kestrel_spec_options* in, SpecParams* out) {
   kestrel_spec_options_init(&o);
   const char* err = nullptr;
   if (!read_options(in, &o, &err)) return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("speculative: ") + err);
-  switch (o.mode) {
+  // The enum's bytes as an integer: a C caller may pass any value, which C++ may not load as
+  // the enum type.
+  int32_t mode = 0;
+  static_assert(sizeof o.mode == sizeof mode);
+  std::memcpy(&mode, &o.mode, sizeof mode);
+  switch (mode) {
     case KESTREL_SPEC_NONE: out->mode = SpecMode::kNone; break;
     case KESTREL_SPEC_DRAFT: out->mode = SpecMode::kDraft; break;
     case KESTREL_SPEC_NGRAM: out->mode = SpecMode::kNgram; break;
     default:
-      return Error(KESTREL_ERR_INVALID_ARGUMENT, "speculative: mode " + std::to_string(static_cast<int>(o.mode)) +
-                                                     " is not a kestrel_spec_mode");
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, "speculative: mode " + std::to_string(mode) + " is not a kestrel_spec_mode");
   }
   if (o.k_max < 1 || o.k_max > 64)
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "speculative: k_max must be in [1, 64] (got " + std::to_string(o.k_max) + ")");

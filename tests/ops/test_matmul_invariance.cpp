@@ -1,10 +1,11 @@
-// Batch invariance of the quantized MATMUL: the fused decode kernels (<= 4 columns), the tiled
-// GEMM (more columns) and the scalar tail rows all follow qgemm.h's arithmetic to the bit, so a
+// Batch invariance of the quantized MATMUL: the fused decode kernels (small batches), the tiled
+// GEMM (larger ones) and the scalar tail rows all follow qgemm.h's arithmetic to the bit, so a
 // column's result never depends on how many columns share the call, on the thread count, or on
 // whether its row falls in a group of 8 or in the tail. Checked against the scalar
 // qgemm_dot_canonical on random data, with bit-exact comparisons.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -37,10 +38,11 @@ TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit fo
     return;
   }
   std::mt19937 rng(31);
-  constexpr int64_t kCols = 9;
   for (DType type : kAllTypes) {
     const int64_t bs = dtype_info(type).block_size;
     if (!cpu::qgemm_supports(type, bs)) continue;
+    // Batches on both sides of the type's switch from the fused kernels to the tiled GEMM.
+    const int64_t fused = cpu::qdirect_max_cols(type), kCols = std::max<int64_t>(9, fused + 2);
     // One block, an odd and an even count (the 4-bit kernels take blocks in pairs), and more.
     const std::vector<int64_t> Ks = bs == 32 ? std::vector<int64_t>{32, 96, 256, 288} : std::vector<int64_t>{256, 768};
     for (int64_t K : Ks) {
@@ -69,7 +71,8 @@ TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit fo
         for (int64_t c = 0; c < kCols; ++c)
           for (int64_t r = 0; r < N; ++r) want[c * N + r] = cpu::qgemm_dot_canonical(type, wu, r, xa, c);
 
-        for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}, int64_t{9}, fused, fused + 1, fused + 2}) {
+          if (m < 1 || m > kCols) continue;
           for (int threads : {1, 2, 3}) {
             CAPTURE(m);
             CAPTURE(threads);
@@ -85,21 +88,22 @@ TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit fo
   }
 }
 
-// The property itself, directly: a column computed alone (decode) and inside a batch of 17
-// (prefill, tiled) gives the same bits, for every weight type (float types included).
+// The property itself, directly: a column computed alone (decode) and inside a batch too large
+// for the fused kernels (prefill, tiled) gives the same bits, for every weight type (float types
+// included).
 TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   std::mt19937 rng(32);
   for (DType type : kAllTypes) {
     const int64_t bs = dtype_info(type).block_size;
     CAPTURE(dtype_name(type));
-    const int64_t K = bs == 256 ? 512 : 320, N = 43, M = 17;
+    const int64_t K = bs == 256 ? 512 : 320, N = 43, M = std::max<int64_t>(17, cpu::qdirect_max_cols(type) + 3);
     Buffers buf;
     Tensor w = buf.tensor(type, K, N);
     fill_random_weights(w, rng);
     Tensor x = buf.tensor(DType::F32, K, M);
     fill_random(x, rng);
     const std::vector<float> batch = run_matmul(w, x, M, 2);
-    for (int64_t c : {0, 5, 16}) {
+    for (int64_t c : {int64_t{0}, int64_t{5}, M - 1}) {
       Tensor xc = make_tensor(DType::F32, K, 1, 1, 1, x.f32(c));
       const std::vector<float> alone = run_matmul(w, xc, 1, 2);
       CHECK(std::memcmp(alone.data(), batch.data() + c * N, N * sizeof(float)) == 0);

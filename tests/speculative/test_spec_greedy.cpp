@@ -286,7 +286,8 @@ TEST_CASE("speculative: bad options and a draft with another vocabulary are clea
   spec.mode = KESTREL_SPEC_DRAFT;  // no draft context
   CHECK(kestrel_generate(ctx.c, "Once", &go, nullptr) == KESTREL_ERR_INVALID_ARGUMENT);
   CHECK(std::string(kestrel_last_error()).find("draft") != std::string::npos);
-  spec.mode = static_cast<kestrel_spec_mode>(7);
+  const int32_t bad_mode = 7;  // what a C caller could pass
+  std::memcpy(&spec.mode, &bad_mode, sizeof bad_mode);
   CHECK(kestrel_generate(ctx.c, "Once", &go, nullptr) == KESTREL_ERR_INVALID_ARGUMENT);
   spec.mode = KESTREL_SPEC_NGRAM;
   spec.k_max = 0;

@@ -173,6 +173,52 @@ TEST_CASE("kestrel bench: llama-bench JSON keys, roofline fields and the per-op 
   CHECK(run("bench -m " + model + " -p 0 -n 0").code == 2);
 }
 
+TEST_CASE("kestrel run, serve and bench: speculative decoding options") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  const std::string draft = testdata_file("models/stories260K-q4_0.gguf");
+  if (model.empty() || draft.empty()) return;
+  const std::string err = "/tmp/kestrel_cli_spec_err.txt";
+  const std::string base = "run -m " + model + " -p 'Once upon a time' -n 96 --temp 0";
+  const Result plain = run(base);
+  REQUIRE(plain.code == 0);
+  // Greedy: the same text with a draft model and with n-gram lookup, and a summary on stderr.
+  Result r = run(base + " --draft " + draft + " --spec-k 5", err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == plain.out);
+  CHECK(kestrel::test::read_text_file(err).find("speculative (draft): drafted") != std::string::npos);
+  r = run(base + " --spec ngram", err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == plain.out);
+  CHECK(kestrel::test::read_text_file(err).find("speculative (ngram)") != std::string::npos);
+  // Usage errors before anything loads.
+  CHECK(run(base + " --spec bogus", err).code == 2);
+  CHECK(run(base + " --spec draft", err).code == 2);  // no --draft
+  CHECK(kestrel::test::read_text_file(err).find("--draft") != std::string::npos);
+  CHECK(run(base + " --spec ngram --spec-k 0", err).code == 2);
+  CHECK(run("serve -m " + model + " --spec nope", err).code == 2);
+  // bench: speculative generation against plain, and the verification cost, in the JSON.
+  r = run("bench -m " + model + " -p 0 -n 16 -r 1 --json --draft " + draft);
+  REQUIRE(r.code == 0);
+  const json tests = json::parse(r.out);
+  bool gen = false, verify = false;
+  for (const json& t : tests) {
+    if (t.value("test", "") == "spec_generate") {
+      gen = true;
+      CHECK(t["mode"] == "draft");
+      CHECK(t["drafted"].get<int>() > 0);
+      CHECK(t["acceptance_rate"].get<double>() >= 0);
+      CHECK(t["speedup"].get<double>() > 0);
+    }
+    if (t.value("test", "") == "spec_verify") {
+      verify = true;
+      CHECK(t["k"] == 4);
+      CHECK(t["ratio"].get<double>() > 0);
+    }
+  }
+  CHECK(gen);
+  CHECK(verify);
+}
+
 TEST_CASE("kestrel synth writes a loadable model of the requested shape") {
   const std::string out = "/tmp/kestrel_cli_synth.gguf";
   Result r = run("synth qwen3moe --set block_count=3 --set expert_used_count=3 --vocab 100 --type q8_0 -o " + out);

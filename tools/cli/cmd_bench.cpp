@@ -5,6 +5,8 @@
 // of tokens/s (llama-bench's avg_ts/stddev_ts) and the median. --json prints llama-bench's keys
 // plus the roofline fields; --per-op adds a table of where the time goes. A tg test's DRAM share
 // compares each repetition with a bandwidth probe taken right before it (the median of those).
+// --draft MODEL | --spec ngram [--spec-k N] [--spec-prompt TEXT] adds speculative generation
+// against plain generation and the cost of a verification pass (bench_spec.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "bench_roofline.h"
+#include "bench_spec.h"
 #include "common.h"
 
 namespace kestrel::cli {
@@ -90,7 +93,8 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
 
 int cmd_bench(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions"});
+  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions", "--spec-prompt"});
+  opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
   Args a(argc, argv, opts, {"--json", "--per-op"});
   a.required("--model");
   // Like llama-bench, -p and -n take comma-separated lists (0 skips that kind of test).
@@ -115,8 +119,10 @@ int cmd_bench(int argc, char** argv) {
   const int reps = static_cast<int>(a.integer("--repetitions", 5));
   if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
   const bool as_json = a.has("--json");
+  const SpecArgs spec = spec_from_args(a);
 
   ModelPtr model = load_model_from_args(a);
+  ModelPtr draft = load_draft_model(a, spec);
   const json desc = json::parse(describe(model.get()));
   const ModelCost cost = model_cost(desc);
   kestrel_context_options co;
@@ -176,6 +182,17 @@ int cmd_bench(int argc, char** argv) {
                     smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
                     flops_tok >= 1e8 ? "GFLOP" : "MFLOP", gflops);
     rows.emplace_back((tg ? "tg" : "pp") + std::to_string(n), cells);
+  }
+  if (spec.opts.mode != KESTREL_SPEC_NONE) {
+    SpecBench sb;
+    sb.spec = spec.opts;
+    sb.prompt = a.str("--spec-prompt", "Once upon a time");
+    for (const auto& [tg, n] : tests)
+      if (tg) sb.n_gen = n;
+    sb.reps = reps;
+    sb.n_threads = co.n_threads;
+    sb.k_verify = std::min(4, spec.opts.k_max);
+    for (auto& j : bench_speculative(model.get(), draft.get(), sb, &rows)) results.push_back(j);
   }
   // Where the time goes: one more run of each test, op by op.
   std::vector<std::pair<std::string, json>> per_op;

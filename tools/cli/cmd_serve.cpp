@@ -1,5 +1,6 @@
 // kestrel serve: the OpenAI-compatible HTTP server (tools/server) over an engine.
 //   kestrel serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N]
+//                 [--draft MODEL | --spec ngram] [--spec-k N]   (speculative decoding for every request)
 #include <pthread.h>
 #include <signal.h>
 
@@ -15,7 +16,9 @@ namespace kestrel::cli {
 int cmd_serve(int argc, char** argv) {
   std::vector<std::string> options = kModelOptions;
   for (const char* o : {"--host", "--port", "--api-key", "--parallel", "-c,--ctx", "--batch", "--alias"}) options.push_back(o);
+  options.insert(options.end(), kSpecOptions.begin(), kSpecOptions.end());
   Args a(argc, argv, options, {});
+  const SpecArgs spec = spec_from_args(a);
   server::ServerOptions so;
   so.host = a.str("--host", "127.0.0.1");
   so.port = static_cast<int>(a.integer("--port", 8080));
@@ -33,6 +36,7 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ModelPtr model = load_model_from_args(a);
+  ModelPtr draft = load_draft_model(a, spec);
   std::string path = a.required("--model");
   const size_t slash = path.find_last_of('/');
   so.model_id = a.str("--alias", slash == std::string::npos ? path : path.substr(slash + 1));
@@ -42,6 +46,8 @@ int cmd_serve(int argc, char** argv) {
   eo.n_ctx = static_cast<uint32_t>(ctx);
   eo.n_batch = static_cast<uint32_t>(batch);
   eo.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
+  eo.draft_model = draft.get();
+  eo.speculative = &spec.opts;
   kestrel_engine* engine = nullptr;
   check(kestrel_engine_new(model.get(), &eo, &engine));
   const int rc = server::serve(model.get(), engine, so);

@@ -5,7 +5,8 @@
 // inter-token latency percentiles, and the server's prefix-cache hit rate.
 //
 //   node tools/dev/bench_serve.mjs -m MODEL [--cli build/kestrel] [-c 8] [-r 64] [-n 64]
-//        [--parallel 8] [--ctx 4096] [--json]            (starts and stops the server itself)
+//        [--parallel 8] [--ctx 4096] [--draft SMALL.gguf | --spec ngram] [--temp 0.7] [--json]
+//                                                        (starts and stops the server itself)
 //   node tools/dev/bench_serve.mjs --url http://127.0.0.1:8080 [--key KEY] ...   (a running one)
 import { spawn } from 'node:child_process';
 
@@ -25,8 +26,11 @@ if (!base) {
     console.error('usage: bench_serve.mjs -m MODEL | --url URL  [-c CLIENTS] [-r REQUESTS] [-n MAX_TOKENS]');
     process.exit(2);
   }
+  const spec = [];  // speculative decoding for every request
+  if (opt('--draft', null)) spec.push('--draft', opt('--draft', null));
+  if (opt('--spec', null)) spec.push('--spec', opt('--spec', null));
   server = spawn(opt('--cli', 'build/kestrel'), ['serve', '-m', model, '--port', '0', '--parallel', opt('--parallel', '8'),
-                                                  '--ctx', opt('--ctx', '4096'), '--alias', 'bench'],
+                                                  '--ctx', opt('--ctx', '4096'), '--alias', 'bench', ...spec],
                  { stdio: ['ignore', 'pipe', 'inherit'] });
   base = await new Promise((resolve, reject) => {
     let out = '';
@@ -59,6 +63,7 @@ async function run(clients) {
   const ttft = [], itl = [];
   let next = 0, outTokens = 0, errors = 0;
   const cached0 = await metric('tokens_cached_total'), prompt0 = await metric('tokens_prompt_total');
+  const drafted0 = await metric('spec_drafted_total'), accepted0 = await metric('spec_accepted_total');
   const t0 = performance.now();
   async function client() {
     while (next < R) {
@@ -66,7 +71,7 @@ async function run(clients) {
       const body = {
         messages: [{ role: 'system', content: systems[i % systems.length] },
                    { role: 'user', content: text(5 + ((i * 37) % 120), i) }],
-        max_tokens: N, temperature: 0.7, seed: i, stream: true, stream_options: { include_usage: true },
+        max_tokens: N, temperature: Number(opt('--temp', 0.7)), seed: i, stream: true, stream_options: { include_usage: true },
       };
       const start = performance.now();
       const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body) });
@@ -100,11 +105,13 @@ async function run(clients) {
   await Promise.all(Array.from({ length: clients }, client));
   const s = (performance.now() - t0) / 1000;
   const cached = (await metric('tokens_cached_total')) - cached0, prompt = (await metric('tokens_prompt_total')) - prompt0;
+  const drafted = (await metric('spec_drafted_total')) - drafted0, accepted = (await metric('spec_accepted_total')) - accepted0;
   return {
     clients, requests: R, errors, seconds: s, requests_per_s: R / s, output_tokens_per_s: outTokens / s,
     ttft_ms: { p50: pct(ttft, 50), p95: pct(ttft, 95), p99: pct(ttft, 99) },
     itl_ms: { p50: pct(itl, 50), p95: pct(itl, 95), p99: pct(itl, 99) },
     prefix_cache_hit_rate: prompt > 0 ? cached / prompt : 0,
+    spec_drafted: drafted, spec_acceptance: drafted > 0 ? accepted / drafted : 0,
   };
 }
 
@@ -115,10 +122,11 @@ if (asJson) {
   console.log(JSON.stringify(results, null, 2));
 } else {
   const f = (x) => x.toFixed(1);
-  console.log('| clients | requests | req/s | output tok/s | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | prefix hit | errors |');
-  console.log('|---:|---:|---:|---:|---|---|---:|---:|');
+  console.log('| clients | requests | req/s | output tok/s | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | prefix hit | drafts accepted | errors |');
+  console.log('|---:|---:|---:|---:|---|---|---:|---:|---:|');
   for (const r of results)
     console.log(`| ${r.clients} | ${r.requests} | ${f(r.requests_per_s)} | ${f(r.output_tokens_per_s)} | ` +
                 `${f(r.ttft_ms.p50)} / ${f(r.ttft_ms.p95)} / ${f(r.ttft_ms.p99)} | ` +
-                `${f(r.itl_ms.p50)} / ${f(r.itl_ms.p95)} / ${f(r.itl_ms.p99)} | ${(100 * r.prefix_cache_hit_rate).toFixed(0)}% | ${r.errors} |`);
+                `${f(r.itl_ms.p50)} / ${f(r.itl_ms.p95)} / ${f(r.itl_ms.p99)} | ${(100 * r.prefix_cache_hit_rate).toFixed(0)}% | ` +
+                `${r.spec_drafted > 0 ? (100 * r.spec_acceptance).toFixed(0) + '% of ' + r.spec_drafted : '—'} | ${r.errors} |`);
 }

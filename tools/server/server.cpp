@@ -364,6 +364,10 @@ void Server::route() {
     metric("tokens_prompt_total", "counter", "Prompt tokens", s["tokens_prompt"].get<double>());
     metric("tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache", s["tokens_cached"].get<double>());
     metric("tokens_generated_total", "counter", "Generated tokens", s["tokens_generated"].get<double>());
+    metric("spec_drafted_total", "counter", "Speculative decoding: tokens drafted (finished requests)",
+           s["speculative"]["drafted"].get<double>());
+    metric("spec_accepted_total", "counter", "Speculative decoding: drafted tokens accepted (finished requests)",
+           s["speculative"]["accepted"].get<double>());
     metric("kv_blocks_used", "gauge", "KV blocks held by requests", s["kv"]["blocks_used"].get<double>());
     metric("kv_blocks_cached", "gauge", "KV blocks kept for prefix reuse", s["kv"]["blocks_cached"].get<double>());
     metric("kv_blocks_free", "gauge", "KV blocks free", s["kv"]["blocks_free"].get<double>());

@@ -1,6 +1,7 @@
 // MATMUL on the CPU. Quantized weights take the integer path of qgemm.h when the CPU has AVX2:
-// activations are quantized once per call; for decode (<= 4 columns), every type but Q2_K/Q3_K
-// takes a fused kernel that decodes the blocks in registers; otherwise each thread unpacks a chunk
+// activations are quantized once per call; for batches up to a per-type size (decode, speculative
+// verification, short prompts), every type but Q2_K/Q3_K takes a fused kernel that decodes the
+// blocks in registers; otherwise each thread unpacks a chunk
 // of its weight rows (read from memory once), interleaves them 8 rows at a time and runs the tiled
 // 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column. All of them follow one
 // arithmetic to the bit (qgemm.h), so a column's result does not depend on the batch around it.
@@ -19,7 +20,6 @@ namespace kestrel::cpu {
 namespace {
 
 constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 16 x K bytes stays in L2
-constexpr int64_t kDirectMaxCols = 4;
 
 [[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
@@ -35,9 +35,10 @@ constexpr int64_t kDirectMaxCols = 4;
     for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
   });
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
-  // Small batches (decode) take the fused kernels: they read the weights once and write nothing.
-  // Larger ones reuse each unpacked chunk across all columns, which measured faster (docs/PERF.md).
-  if (M <= kDirectMaxCols && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]))) {
+  // Up to a type's crossover (decode, speculative verification, short prompts) the fused kernels:
+  // they read the weights once and write nothing. Larger batches reuse each unpacked chunk across
+  // all columns, which measured faster there (docs/PERF.md).
+  if (M <= qdirect_max_cols(w->type) && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]))) {
     pool.run([&](int ith, int nth) {
       int64_t g0, g1;  // whole groups of 8 rows per thread (the kernels' unit)
       ThreadPool::split((N + 7) / 8, ith, nth, &g0, &g1);

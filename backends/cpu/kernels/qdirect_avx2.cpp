@@ -273,6 +273,20 @@ bool qdirect_supports(DType w, int64_t K, int64_t row_bytes) {
   return fused && K % dtype_info(w).block_size == 0 && row_bytes < INT32_MAX / 8;
 }
 
+int64_t qdirect_max_cols(DType w) {
+  // Where unpack + tiles caught up, one thread, K 2048 (tiled time / fused time = 1), rounded down:
+  // the 4-bit types decode cheapest and share it over most columns.
+  switch (w) {
+    case DType::Q4_0: return 128;
+    case DType::Q4_1: return 112;
+    case DType::IQ4_NL: case DType::MXFP4: return 64;
+    case DType::Q4_K: case DType::Q5_K: return 48;
+    case DType::Q5_0: case DType::Q6_K: return 40;
+    case DType::Q5_1: case DType::Q8_0: return 32;
+    default: return 0;
+  }
+}
+
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride) {
   const qdirect::Rows8Fn* fns = qdirect::block32_kernels(w);

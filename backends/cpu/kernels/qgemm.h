@@ -89,10 +89,14 @@ void qgemm_tiles(DType type, const InterleavedRows& w, int64_t n_groups, const Q
 
 // Fused decode kernels (qdirect_avx2.cpp, qdirect_k_avx2.cpp) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K: the packed blocks are decoded in registers, eight rows at a
-// time, nothing is written back. y[c * y_stride + r] = row r of w . column c of x for rows
-// [r0, r1) and columns [0, n_cols), n_cols <= 4; x was quantized by qgemm_quantize_acts to the
-// type's vec_dot type.
+// time, nothing is written back, four columns per pass over an 8-row group (more columns take
+// more passes over the group, from L1). y[c * y_stride + r] = row r of w . column c of x for
+// rows [r0, r1) and columns [0, n_cols); x was quantized by qgemm_quantize_acts to the type's
+// vec_dot type.
 bool qdirect_supports(DType w, int64_t K, int64_t row_bytes);
+// The most columns for which the fused kernels beat unpack + tiles (measured per type, one
+// thread, K 2048: docs/PERF.md); 0 for types without fused kernels.
+int64_t qdirect_max_cols(DType w);
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride);
 
