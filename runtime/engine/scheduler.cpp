@@ -60,7 +60,11 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, const
   if (!ctx.ok()) return ctx.status();
   s->ctx_ = std::move(ctx.value());
   if (o.draft_model) {
-    auto d = make_model_drafter(*o.draft_model, model, co);
+    // The draft's cache mirrors the target's (prefix blocks shared the same way) plus each
+    // sequence's draft and a partly filled block: a little more room than the target.
+    ContextOptions dco = co;
+    dco.n_ctx = co.n_ctx + o.n_parallel * 96;
+    auto d = make_model_drafter(*o.draft_model, model, dco);
     if (!d.ok()) return d.status();
     s->draft_ = std::move(d.value());
   }

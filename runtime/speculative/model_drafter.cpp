@@ -57,7 +57,7 @@ class ModelDrafter final : public Drafter {
       active.push_back(i);
     }
     for (int32_t step = 0; !active.empty(); ++step) {
-      if (!decode(tokens, pos, seqs, want, reqs, active)) {
+      if (!decode(tokens, pos, seqs, want)) {
         for (size_t i : active) out[i].clear();  // no room: no draft this time
         return Status::Ok();
       }
@@ -100,6 +100,11 @@ class ModelDrafter final : public Drafter {
   // at most history.size() - 1 (the last token is decoded again for its logits).
   int32_t sync(int32_t seq, std::span<const int32_t> history) {
     std::vector<int32_t>& c = cached_[static_cast<size_t>(seq)];
+    if (c.empty()) {  // a new sequence: shared prompt blocks come from the draft's prefix cache
+      const int32_t n = ctx_->kv().attach_prefix(seq, history.first(history.size() - 1));
+      c.assign(history.begin(), history.begin() + n);
+      return n;
+    }
     size_t keep = 0;
     const size_t lim = std::min(c.size(), history.size() - 1);
     while (keep < lim && c[keep] == history[keep]) ++keep;
@@ -111,9 +116,9 @@ class ModelDrafter final : public Drafter {
     return static_cast<int32_t>(keep);
   }
 
-  // Decodes one drafting step; on failure (the draft's cache is full) forgets the sequences.
+  // Decodes one drafting step; false (nothing cached) when the draft's cache has no room.
   bool decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
-              const std::vector<bool>& want, std::span<const DraftRequest> reqs, const std::vector<size_t>& active) {
+              const std::vector<bool>& want) {
     std::unique_ptr<bool[]> w(new bool[want.size()]);
     logit_rows_.clear();
     for (size_t i = 0; i < want.size(); ++i) {
@@ -122,10 +127,7 @@ class ModelDrafter final : public Drafter {
     }
     const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
                                     .want_logits = {w.get(), want.size()}});
-    if (!st.ok()) {
-      for (size_t i : active) release(reqs[i].seq);
-      return false;
-    }
+    if (!st.ok()) return false;  // nothing was cached
     for (size_t i = 0; i < tokens.size(); ++i) cached_[static_cast<size_t>(seqs[i])].push_back(tokens[i]);
     return true;
   }

@@ -42,7 +42,7 @@ int cmd_run(int argc, char** argv) {
   ModelPtr draft = load_draft_model(a, spec);
   ContextPtr draft_ctx;
   if (draft) {
-    co.n_ctx = kestrel_context_n_ctx(ctx.get());
+    co.n_ctx = kestrel_context_n_ctx(ctx.get()) + 128;  // room for the draft beyond the text
     draft_ctx = new_context(draft.get(), &co);
   }
   kestrel_spec_stats stats{};
