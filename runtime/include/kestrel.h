@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#define KESTREL_API_VERSION 1
+#define KESTREL_API_VERSION 2 /* 2: speculative decoding (options, stats, result fields) */
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {

@@ -273,6 +273,17 @@ TEST_CASE("speculative: after a run the cache holds exactly the prompt and the g
   }
 }
 
+TEST_CASE("speculative: a draft context too small for the text drafts nothing, and the output stays the same") {
+  ModelHandle target("stories260K-f32.gguf"), draft("stories260K-q8_0.gguf");
+  if (!target.m || !draft.m) return;
+  ContextHandle ctx(target.m, 256), tiny(draft.m, 32);
+  const std::string prompt = "Once upon a time, there was a little";
+  const Run plain = generate(ctx.c, prompt, 64, KESTREL_SPEC_NONE, nullptr);
+  const Run spec = generate(ctx.c, prompt, 64, KESTREL_SPEC_DRAFT, tiny.c);
+  CHECK(spec.tokens == plain.tokens);
+  CHECK(spec.stats.n_drafted < 32);  // drafting stops once the draft's 32 cells are full
+}
+
 TEST_CASE("speculative: bad options and a draft with another vocabulary are clear errors") {
   ModelHandle target("stories260K-f32.gguf");
   if (!target.m) return;
