@@ -11,6 +11,7 @@
 // Room for EAGLE/MTP heads: such a drafter reads the target's hidden states, which a Context
 // captures on request (ContextOptions::capture_hidden).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -89,8 +90,8 @@ std::unique_ptr<Sampler> draft_sampler_for(const Sampler& target);
 // The draft length, adapted to how the last proposals fared: two more after a fully accepted one,
 // one fewer after a rejection (Hugging Face's assisted-generation rule), within [1, k_max].
 struct DraftLength {
-  int32_t k_max = 8, k = 4;
-  explicit DraftLength(int32_t kmax = 8) : k_max(kmax < 1 ? 1 : kmax), k(kmax < 4 ? (kmax < 1 ? 1 : kmax) : 4) {}
+  int32_t k_max, k;  // the bound, and the length to draft next (starting at 4)
+  explicit DraftLength(int32_t kmax = 8) : k_max(std::max(1, kmax)), k(std::min(4, k_max)) {}
   void update(int32_t drafted, int32_t accepted) {
     if (drafted <= 0) return;
     k = accepted >= drafted ? std::min(k_max, k + 2) : std::max(1, k - 1);

@@ -15,16 +15,20 @@ struct CpuModel {
   std::unique_ptr<Context> ctx;
 };
 
-inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, uint32_t n_ctx = 512) {
+inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, const ContextOptions& co) {
   ModelLoadOptions lo;
   lo.backend = "cpu";
   auto model = Model::from_file(std::move(file), lo);
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
-  ContextOptions co;
-  co.n_ctx = n_ctx;
   auto ctx = Context::create(*model.value(), co);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
   return {std::move(model.value()), std::move(ctx.value())};
+}
+
+inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, uint32_t n_ctx = 512) {
+  ContextOptions co;
+  co.n_ctx = static_cast<int32_t>(n_ctx);
+  return load_cpu_model(std::move(file), co);
 }
 
 }  // namespace kestrel::test

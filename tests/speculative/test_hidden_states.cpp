@@ -7,10 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/cpu_model.h"
 #include "common/testdata.h"
-#include "engine/context.h"
-#include "gguf/gguf.h"
-#include "model/model.h"
 
 using namespace kestrel;
 
@@ -19,17 +17,12 @@ TEST_CASE("hidden states: the output head's input, for every row with logits, ba
   if (path.empty()) return;
   auto file = gguf::File::open(path);
   REQUIRE(file.ok());
-  ModelLoadOptions lo;
-  lo.backend = "cpu";
-  auto model = Model::from_file(std::move(file.value()), lo);
-  REQUIRE(model.ok());
-  const Model& m = *model.value();
   ContextOptions co;
   co.n_ctx = 64;
   co.capture_hidden = true;
-  auto made = Context::create(m, co);
-  REQUIRE(made.ok());
-  Context& ctx = *made.value();
+  const test::CpuModel cm = test::load_cpu_model(std::move(file.value()), co);
+  const Model& m = *cm.model;
+  Context& ctx = *cm.ctx;
   const std::vector<int32_t> tokens = {1, 403, 407, 261, 378};
   const bool want[] = {false, true, false, true, true};
   REQUIRE(ctx.decode({.tokens = tokens, .want_logits = want}).ok());
