@@ -39,6 +39,7 @@ struct Engine {
     o.n_ctx = n_ctx;
     o.n_parallel = n_parallel;
     o.n_batch = n_batch;
+    o.n_threads = 1;  // tiny models: a thread pool only adds waits (and ctest runs binaries side by side)
     REQUIRE(kestrel_engine_new(m.m, &o, &e) == KESTREL_OK);
   }
   ~Engine() { kestrel_engine_free(e); }

@@ -157,12 +157,15 @@ TEST_CASE("speculative sampling on stories260K: the first two tokens keep the mo
   const std::string tpath = test::testdata_file("models/stories260K-f32.gguf");
   const std::string dpath = test::testdata_file("models/stories260K-q4_0.gguf");
   if (tpath.empty() || dpath.empty()) return;
+  ContextOptions co;  // one thread: thousands of tiny decodes, no thread-pool waits
+  co.n_ctx = 64;
+  co.n_threads = 1;
   auto tf = gguf::File::open(tpath);
   REQUIRE(tf.ok());
-  const test::CpuModel target = test::load_cpu_model(std::move(tf.value()), 64);
+  const test::CpuModel target = test::load_cpu_model(std::move(tf.value()), co);
   auto df = gguf::File::open(dpath);
   REQUIRE(df.ok());
-  const test::CpuModel draft = test::load_cpu_model(std::move(df.value()), 64);
+  const test::CpuModel draft = test::load_cpu_model(std::move(df.value()), co);
   Context& ctx = *target.ctx;
   // <s> Once upon a time, there was a little: "girl" or "boy" next, then several ways on.
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};

@@ -32,6 +32,7 @@ struct ContextHandle {
     kestrel_context_options co;
     kestrel_context_options_init(&co);
     co.n_ctx = n_ctx;
+    co.n_threads = 1;  // tiny models: a thread pool only adds waits (and ctest runs binaries side by side)
     REQUIRE(kestrel_context_new(m, &co, &c) == KESTREL_OK);
   }
   ~ContextHandle() { kestrel_context_free(c); }
@@ -160,6 +161,7 @@ std::vector<EngineOut> run_engine(const kestrel_model* target, const kestrel_mod
   eo.n_ctx = 2048;
   eo.n_parallel = 8;
   eo.n_batch = 64;
+  eo.n_threads = 1;
   eo.draft_model = draft;
   kestrel_engine* e = nullptr;
   REQUIRE_MESSAGE(kestrel_engine_new(target, &eo, &e) == KESTREL_OK, kestrel_last_error());
