@@ -9,12 +9,13 @@ namespace {
 class DenseQ {
  public:
   void set(const std::vector<std::pair<int32_t, double>>& q, size_t n_vocab) {
-    clear();
-    if (dense_.size() < n_vocab) dense_.assign(n_vocab, 0.0);
-    for (const auto& [id, w] : q)
-      if (id >= 0 && static_cast<size_t>(id) < n_vocab) dense_[static_cast<size_t>(id)] = w, touched_.push_back(id);
+    reset(n_vocab);
+    for (const auto& [id, w] : q) put(id, w);
   }
-  void point(int32_t id, size_t n_vocab) { set({{id, 1.0}}, n_vocab); }
+  void point(int32_t id, size_t n_vocab) {  // a token proposed with certainty
+    reset(n_vocab);
+    put(id, 1.0);
+  }
   double operator()(int32_t id) const { return static_cast<size_t>(id) < dense_.size() ? dense_[static_cast<size_t>(id)] : 0.0; }
   void clear() {
     for (int32_t id : touched_) dense_[static_cast<size_t>(id)] = 0.0;
@@ -22,6 +23,15 @@ class DenseQ {
   }
 
  private:
+  void reset(size_t n_vocab) {
+    clear();
+    if (dense_.size() < n_vocab) dense_.assign(n_vocab, 0.0);
+  }
+  void put(int32_t id, double w) {
+    if (id < 0 || static_cast<size_t>(id) >= dense_.size()) return;
+    dense_[static_cast<size_t>(id)] = w;
+    touched_.push_back(id);
+  }
   std::vector<double> dense_;
   std::vector<int32_t> touched_;
 };

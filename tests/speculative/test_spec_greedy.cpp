@@ -92,8 +92,9 @@ std::vector<RefCase> reference_cases(const std::string& family) {
     for (const char* which : {"short", "long", "once"}) {
       const std::string rel = "reference/" + family + "-" + quant + "." + which + ".json";
       const std::string root = kestrel::test::testdata_root() + "/" + rel;
-      if (kestrel::test::read_text_file(root).empty()) continue;  // no such case in testdata
-      const json j = json::parse(kestrel::test::read_text_file(root));
+      const std::string text = kestrel::test::read_text_file(root);
+      if (text.empty()) continue;  // no such case in testdata
+      const json j = json::parse(text);
       out.push_back({j["model_file"].get<std::string>(), j["prompt_text"].get<std::string>(),
                      j["prompt_tokens"].get<std::vector<kestrel_token>>(), std::max(64, j["n_gen"].get<int32_t>())});
     }
