@@ -3,6 +3,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "engine/generate.h"
+#include "engine/stop_strings.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -60,18 +61,28 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     go.stop_at_eog = o.stop_at_eog;
     go.drafter = drafter.get();
     go.k_max = spec.k_max;
+    KS_API_CHECK_ARG(o.n_stop_strings >= 0 && (o.n_stop_strings == 0 || o.stop_strings), "kestrel_generate",
+                     "stop_strings is NULL or n_stop_strings negative");
+    std::vector<std::string> stop_list;
+    for (int32_t i = 0; i < o.n_stop_strings; ++i) {
+      KS_API_CHECK_ARG(o.stop_strings[i], "kestrel_generate", "a stop string is NULL");
+      stop_list.emplace_back(o.stop_strings[i]);
+    }
+    kestrel::StopStrings stops(std::move(stop_list));
     kestrel::StreamingDetokenizer detok(tok, false);
     go.on_token = [&](int32_t t) {
       const bool last = o.stop_at_eog && tok.is_eog(t);
-      const std::string piece = last ? detok.flush() : detok.push(t);
-      return !o.on_token || o.on_token(t, piece.data(), piece.size(), o.user);
+      const std::string piece = stops.push(last ? detok.flush() : detok.push(t));
+      const bool go_on = !o.on_token || o.on_token(t, piece.data(), piece.size(), o.user);
+      return go_on && !stops.stopped();
     };
     kestrel::GenerateResult res;
     st = kestrel::generate(*ctx->ctx, ids.value(), sampler, go, &res);
     if (n_generated) *n_generated = res.n_generated;
     kestrel::api::write_spec_stats(res.spec, o.spec_stats);
     if (!st.ok()) return fail(st);
-    const std::string rest = detok.flush();
+    if (stops.stopped()) return KESTREL_OK;
+    const std::string rest = stops.take_held() + detok.flush();
     if (!rest.empty() && o.on_token) o.on_token(-1, rest.data(), rest.size(), o.user);
     return KESTREL_OK;
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "engine/stop_strings.h"
 #include "speculative/verify.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,7 +16,7 @@ struct Scheduler::Request {
   StreamingDetokenizer detok;
   std::vector<int32_t> input;      // tokens to have in the KV cache: prompt, then (after preemption) + generated
   std::vector<int32_t> generated;  // sampled tokens; the last one is not in the cache yet
-  std::string held;                // decoded text not yet emitted (could start a stop string)
+  StopStrings stops;               // decoded text not yet emitted (could start a stop string)
   int32_t seq = -1;
   int32_t n_past = 0;              // tokens of `input` (then of generated) in the cache
   bool admitted_once = false;
@@ -31,7 +32,7 @@ struct Scheduler::Request {
   DraftLength len;
   Draft draft;
   Request(RequestSpec s, const Tokenizer& tok)
-      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), history(spec.prompt),
+      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), stops(spec.stop_strings), input(spec.prompt), history(spec.prompt),
         len(spec.speculative.k_max) {}
   bool decoding() const { return n_past >= static_cast<int32_t>(input.size()); }
 };
@@ -186,8 +187,7 @@ void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text)
   release_seq(r);
   if (flush_text && (why == FinishReason::Stop || why == FinishReason::Length)) {
     // Text held back for stop strings, and the detokenizer's incomplete tail.
-    const std::string rest = r.held + r.detok.flush();
-    r.held.clear();
+    const std::string rest = r.stops.take_held() + r.detok.flush();
     if (!rest.empty() && r.spec.on_token) r.spec.on_token(-1, rest);
   }
   r.result.finish = why;
@@ -437,15 +437,10 @@ bool Scheduler::deliver(Request& r, int32_t t, std::span<const float> logits) {
     finish(r, go_on ? FinishReason::Stop : FinishReason::Cancelled);
     return false;
   }
-  r.held += r.detok.push(t);
-  // A stop string ends the text before it; otherwise emit all but the longest tail that could
-  // still grow into one.
-  size_t cut = std::string::npos;
-  for (const std::string& s : r.spec.stop_strings)
-    if (!s.empty()) cut = std::min(cut, r.held.find(s));
-  if (cut != std::string::npos) {
-    const std::string out = r.held.substr(0, cut);
-    r.held.clear();
+  // A stop string ends the text before it; otherwise all but a tail that could still grow into
+  // one is emitted.
+  const std::string out = r.stops.push(r.detok.push(t));
+  if (r.stops.stopped()) {
     if (r.spec.on_token && !r.spec.on_token(t, out)) {
       finish(r, FinishReason::Cancelled);
     } else {
@@ -453,15 +448,6 @@ bool Scheduler::deliver(Request& r, int32_t t, std::span<const float> logits) {
     }
     return false;
   }
-  size_t keep = 0;  // the longest tail of held that begins some stop string
-  for (const std::string& s : r.spec.stop_strings)
-    for (size_t k = std::min(s.size(), r.held.size() + 1); k-- > keep + 1;)
-      if (r.held.compare(r.held.size() - k, k, s, 0, k) == 0) {
-        keep = k;
-        break;
-      }
-  const std::string out = r.held.substr(0, r.held.size() - keep);
-  r.held.erase(0, r.held.size() - keep);
   if (r.spec.on_token && !r.spec.on_token(t, out)) {
     finish(r, FinishReason::Cancelled);
     return false;

@@ -46,7 +46,8 @@
 extern "C" {
 #endif
 
-#define KESTREL_API_VERSION 2 /* 2: speculative decoding (options, stats, result fields) */
+/* 2: speculative decoding (options, stats, result fields); 3: stop strings in generate */
+#define KESTREL_API_VERSION 3
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -287,6 +288,8 @@ typedef struct kestrel_generate_options {
   const kestrel_spec_options *speculative; /* NULL: none */
   kestrel_context *draft;                  /* SPEC_DRAFT: a context of the draft model (cleared) */
   kestrel_spec_stats *spec_stats;          /* optional: what speculation did */
+  const char *const *stop_strings; /* text ends before the first match (held back until sure) */
+  int32_t n_stop_strings;
 } kestrel_generate_options;
 
 KESTREL_API void kestrel_generate_options_init(kestrel_generate_options *opts);
