@@ -203,6 +203,47 @@ TEST_CASE("sampler options are validated; a seed reproduces a run") {
   CHECK(a != c);
 }
 
+TEST_CASE("kestrel_generate: stop strings end the text before the first match") {
+  Loaded l;
+  if (!l.ctx) return;
+  auto run = [&](std::vector<const char*> stops) {
+    kestrel_sampler_options o;
+    kestrel_sampler_options_init(&o);
+    o.temperature = 0.0f;
+    kestrel_generate_options go;
+    kestrel_generate_options_init(&go);
+    go.max_tokens = 48;
+    go.sampling = &o;
+    go.stop_strings = stops.data();
+    go.n_stop_strings = static_cast<int32_t>(stops.size());
+    std::vector<std::string> got;
+    go.user = &got;
+    go.on_token = [](kestrel_token, const char* p, size_t n, void* u) {
+      static_cast<std::vector<std::string>*>(u)->emplace_back(p, n);
+      return true;
+    };
+    REQUIRE(kestrel_generate(l.ctx, "Once upon a time", &go, nullptr) == KESTREL_OK);
+    std::string out;
+    for (const std::string& p : got) out += p;
+    return out;
+  };
+  const std::string full = run({});
+  REQUIRE(full.size() > 60);
+  CHECK(run({"no such text"}) == full);  // held-back tails come out at the end
+  // A stop string from the middle of the text: everything before its first occurrence.
+  const std::string stop = full.substr(30, 7);
+  CHECK(run({stop.c_str()}) == full.substr(0, full.find(stop)));
+  CHECK(run({"zzz", stop.c_str()}) == full.substr(0, full.find(stop)));
+  // A stop string whose first character appears early but which never completes: nothing is lost.
+  const std::string near = full.substr(10, 3) + "#";
+  CHECK(run({near.c_str()}) == full);
+  kestrel_generate_options go;
+  kestrel_generate_options_init(&go);
+  go.n_stop_strings = 1;
+  CHECK(kestrel_generate(l.ctx, "Once", &go, nullptr) == KESTREL_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(kestrel_last_error()).find("stop_strings") != std::string::npos);
+}
+
 TEST_CASE("per-op profiling: totals by op kind, reset, buffer size") {
   Loaded l;
   if (!l.ctx) return;
