@@ -114,9 +114,9 @@ void kestrel_detokenizer_free(kestrel_detokenizer* d) { delete d; }
 kestrel_status kestrel_detokenizer_push(kestrel_detokenizer* d, kestrel_token token, char* buf, size_t cap, size_t* len) {
   return guard("kestrel_detokenizer_push", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_push", "detokenizer and len must not be NULL");
-    d->pending += d->detok->push(token);
+    if (token >= 0) d->pending += d->detok->push(token);  // -1: only what is pending
     const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
-    if (st == KESTREL_OK) d->pending.clear();
+    if (st == KESTREL_OK && buf) d->pending.clear();  // a sizing call (NULL, 0) keeps it
     return st;
   });
 }
@@ -126,7 +126,7 @@ kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer* d, char* buf, size
     KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_flush", "detokenizer and len must not be NULL");
     d->pending += d->detok->flush();
     const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
-    if (st == KESTREL_OK) d->pending.clear();
+    if (st == KESTREL_OK && buf) d->pending.clear();  // a sizing call (NULL, 0) keeps it
     return st;
   });
 }

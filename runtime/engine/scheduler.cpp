@@ -194,15 +194,21 @@ void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text)
   r.result.status = std::move(st);
   r.result.n_generated = static_cast<int32_t>(r.generated.size());
   r.draft.clear();
+  {  // the totals first, so that stats read from on_done (or right after it) include r
+    std::lock_guard<std::mutex> lock(mu_);
+    kv_stats_ = ctx_->kv().stats();
+    n_running_ = static_cast<int32_t>(std::count_if(running_.begin(), running_.end(), [&](const auto& p) {
+      return p.get() != &r && !p->done;
+    }));
+    ++n_finished_;
+    tok_generated_ += r.result.n_generated;
+    spec_steps_ += r.result.spec.steps;
+    spec_drafted_ += r.result.spec.drafted;
+    spec_accepted_ += r.result.spec.accepted;
+  }
   if (r.spec.on_done) r.spec.on_done(r.result);
   std::lock_guard<std::mutex> lock(mu_);
-  kv_stats_ = ctx_->kv().stats();
   r.done = true;
-  ++n_finished_;
-  tok_generated_ += r.result.n_generated;
-  spec_steps_ += r.result.spec.steps;
-  spec_drafted_ += r.result.spec.drafted;
-  spec_accepted_ += r.result.spec.accepted;
   if (r.spec.on_done) live_.erase(r.id);
   done_cv_.notify_all();
 }
@@ -299,7 +305,12 @@ bool Scheduler::step() {
     }
   }
   admit();
-  if (running_.empty()) return false;
+  if (running_.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    n_running_ = 0;
+    kv_stats_ = ctx_->kv().stats();
+    return false;
+  }
   draft_all();
 
   std::vector<int32_t> tokens, pos, seqs;

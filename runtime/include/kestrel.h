@@ -23,7 +23,8 @@
  * - Options structs begin with struct_size; fill them with the matching *_init() first and pass
  *   them by pointer. Passing NULL means "defaults".
  * - Caller buffers are (buf, cap, *len): *len receives the full size needed; if cap is too small
- *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap.
+ *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap. Text is written
+ *   NUL-terminated and *len counts its bytes without the NUL (as snprintf): cap must be > *len.
  * - Ownership: objects returned through an out-pointer belong to the caller and are released with
  *   the matching *_free(). Pointers returned by accessors are owned by the object they came from.
  * - Threads: a kestrel_model is immutable after load and may be shared by any number of threads
@@ -138,7 +139,8 @@ KESTREL_API kestrel_status kestrel_detokenizer_new(const kestrel_model *model, b
                                                    kestrel_detokenizer **out);
 KESTREL_API void kestrel_detokenizer_free(kestrel_detokenizer *detok);
 /* Writes the text that became complete; *len = bytes written (or needed). On
- * KESTREL_ERR_BUFFER_TOO_SMALL the text stays pending and comes first from the next push/flush. */
+ * KESTREL_ERR_BUFFER_TOO_SMALL the text stays pending and comes first from the next push/flush;
+ * token -1 pushes nothing and returns only the pending text. */
 KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, kestrel_token token,
                                                     char *buf, size_t cap, size_t *len);
 /* Emits what is left (invalid trailing bytes as U+FFFD) and resets. */
@@ -184,7 +186,8 @@ KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
 KESTREL_API const char *kestrel_context_backend(const kestrel_context *ctx);
 /* Per-op profiling: while on, decode runs one op at a time and records, per op kind, calls,
  * seconds, bytes read (weights, KV cache) and FLOPs. kestrel_context_profile writes them as a JSON
- * array, slowest first ({"op","calls","seconds","bytes","flops"}); reset starts the totals over. */
+ * array, slowest first ({"op","calls","seconds","bytes","flops"}); reset starts the totals over
+ * once they were written (not on KESTREL_ERR_BUFFER_TOO_SMALL or a sizing call). */
 KESTREL_API kestrel_status kestrel_context_set_profiling(kestrel_context *ctx, bool on);
 KESTREL_API kestrel_status kestrel_context_profile(kestrel_context *ctx, bool reset, char *buf, size_t cap,
                                                    size_t *len);

@@ -172,6 +172,27 @@ TEST_CASE("tokenize, detokenize and buffers") {
   CHECK(kestrel_token_to_piece(l.model, 9999, true, buf, sizeof buf, &len) == KESTREL_ERR_OUT_OF_RANGE);
 }
 
+TEST_CASE("streaming detokenizer: a short buffer keeps the text pending; token -1 drains it") {
+  Loaded l;
+  if (!l.model) return;
+  kestrel_detokenizer* d = nullptr;
+  REQUIRE(kestrel_detokenizer_new(l.model, false, &d) == KESTREL_OK);
+  char buf[64];
+  size_t len = 0;
+  const kestrel_token once = 403;  // " Once"
+  REQUIRE(kestrel_detokenizer_push(d, once, nullptr, 0, &len) == KESTREL_OK);  // sizing only
+  const size_t need = len;
+  CHECK(need > 2);
+  CHECK(kestrel_detokenizer_push(d, -1, buf, 2, &len) == KESTREL_ERR_BUFFER_TOO_SMALL);
+  CHECK(len == need);
+  REQUIRE(kestrel_detokenizer_push(d, -1, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(len == need);
+  CHECK(std::string(buf, len).find("Once") != std::string::npos);
+  REQUIRE(kestrel_detokenizer_push(d, -1, buf, sizeof buf, &len) == KESTREL_OK);
+  CHECK(len == 0);  // drained
+  kestrel_detokenizer_free(d);
+}
+
 TEST_CASE("sampler options are validated; a seed reproduces a run") {
   kestrel_sampler_options so;
   kestrel_sampler_options_init(&so);

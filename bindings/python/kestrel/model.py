@@ -1,0 +1,373 @@
+"""``Model``: a loaded GGUF model with tokenizer, chat templates and text generation."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import weakref
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional, Sequence, Union
+
+from . import _structs as S
+from ._engine import Engine, RequestStream
+from ._handles import ModelHandles
+from ._lib import lib, new_options
+from .context import Context
+from .detokenizer import Detokenizer
+from .errors import KestrelError, check, read_bytes, read_text
+from .sampler import sampler_options
+
+Prompt = Union[str, Sequence[int]]
+Messages = Sequence[Mapping[str, Any]]
+
+
+class Model:
+    """A model loaded from a GGUF file (``kestrel_model``); immutable and shareable by threads.
+
+    Args:
+        path: the GGUF file.
+        backend: "auto" (default), "cpu" or "cuda".
+        n_threads: CPU threads (0: all physical cores).
+        use_mmap: map the file (default True) instead of reading it.
+        vocab_only: load only the vocabulary (tokenize/detokenize, no generation).
+        progress: optional ``callable(fraction) -> bool`` called during the load; False cancels.
+        n_ctx, n_parallel, n_batch: options of the engine that ``generate``/``stream``/``chat``
+            run on (created on first use): KV cells shared by all requests (0: min(training
+            context, 4096)), requests decoded at once (default 4), tokens per step (default 256).
+
+    Raises:
+        KestrelError: the file is missing (ERR_IO), malformed (ERR_FORMAT), unsupported, ...
+
+    Use it as a context manager or call ``close()``; an unclosed model is freed when collected
+    or at interpreter exit. Closing it closes its contexts and stops its running requests.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        backend: Optional[str] = None,
+        n_threads: int = 0,
+        use_mmap: bool = True,
+        vocab_only: bool = False,
+        progress: Optional[Callable[[float], Any]] = None,
+        n_ctx: int = 0,
+        n_parallel: int = 0,
+        n_batch: int = 0,
+    ) -> None:
+        mo = new_options(S.ModelOptions)
+        if backend:
+            mo.backend = backend.encode()
+        mo.n_threads = int(n_threads)
+        mo.use_mmap = bool(use_mmap)
+        mo.vocab_only = bool(vocab_only)
+        progress_cb: Any = None
+        if progress is not None:
+            fn = progress
+
+            def _progress(fraction: float, _user: Any) -> bool:
+                try:
+                    return fn(fraction) is not False
+                except BaseException:
+                    return False
+
+            progress_cb = S.ProgressFn(_progress)  # alive for the (synchronous) load
+            mo.progress = progress_cb
+        out = ctypes.c_void_p()
+        st = lib().kestrel_model_load(os.fsencode(path), ctypes.byref(mo), ctypes.byref(out))
+        check(st)
+        del progress_cb
+        self.path = os.fspath(path)
+        self._engine_opts = {"n_ctx": n_ctx, "n_parallel": n_parallel, "n_batch": n_batch, "n_threads": n_threads}
+        self._handles = ModelHandles(out.value or 0)
+        # Runs on close(), on collection, or at interpreter exit before module teardown.
+        self._finalizer = weakref.finalize(self, self._handles.release)
+
+    # ---- lifetime ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stops the engine, closes contexts and detokenizers, then frees the model (idempotent)."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``."""
+        return self._handles.closed
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<kestrel.Model {self.path!r}{' closed' if self.closed else ''}>"
+
+    def _use(self) -> ContextManager[int]:
+        """The model pointer, valid inside the ``with`` block (raises ``KestrelError`` when closed)."""
+        return self._handles.use()
+
+    # ---- properties ----------------------------------------------------------------------
+    @property
+    def n_vocab(self) -> int:
+        """Vocabulary size."""
+        with self._use() as p:
+            return int(lib().kestrel_model_n_vocab(p))
+
+    @property
+    def n_ctx_train(self) -> int:
+        """The context length the model was trained with."""
+        with self._use() as p:
+            return int(lib().kestrel_model_n_ctx_train(p))
+
+    @property
+    def bos(self) -> Optional[int]:
+        """The BOS token id, or None when the vocabulary has none."""
+        with self._use() as p:
+            t = int(lib().kestrel_model_token_bos(p))
+        return None if t < 0 else t
+
+    @property
+    def eos(self) -> Optional[int]:
+        """The EOS token id, or None when the vocabulary has none."""
+        with self._use() as p:
+            t = int(lib().kestrel_model_token_eos(p))
+        return None if t < 0 else t
+
+    def is_eog(self, token: int) -> bool:
+        """True for end-of-generation tokens (EOS, EOT, ...)."""
+        with self._use() as p:
+            return bool(lib().kestrel_model_token_is_eog(p, int(token)))
+
+    def describe(self) -> dict[str, Any]:
+        """Architecture, hyper-parameters, vocabulary, tensors and memory (``kestrel_model_describe``)."""
+        with self._use() as ptr:
+            text = read_text(lambda b, c, n: lib().kestrel_model_describe(ptr, b, c, ctypes.byref(n)), 1 << 16)
+        return json.loads(text)
+
+    # ---- tokenizer -----------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of ``text``.
+
+        Args:
+            add_special: add BOS/EOS as the vocabulary asks.
+            parse_special: match control-token text such as ``<s>`` (else it is plain text).
+        """
+        raw = text.encode("utf-8")
+        n = ctypes.c_size_t()
+        cap = len(raw) + 8
+        for _ in range(2):
+            buf = (S.c_token * cap)()
+            with self._use() as ptr:
+                st = lib().kestrel_tokenize(ptr, raw, len(raw), add_special, parse_special, buf, cap, ctypes.byref(n))
+            if st == S.Status.ERR_BUFFER_TOO_SMALL:
+                cap = n.value
+                continue
+            check(st)
+            return list(buf[: n.value])
+        raise KestrelError(S.Status.ERR_BUFFER_TOO_SMALL, "kestrel_tokenize: the token count changed")
+
+    def detokenize(self, tokens: Sequence[int], render_special: bool = False) -> str:
+        """The text of ``tokens`` (invalid UTF-8 becomes U+FFFD)."""
+        return self.detokenize_bytes(tokens, render_special).decode("utf-8", errors="replace")
+
+    def detokenize_bytes(self, tokens: Sequence[int], render_special: bool = False) -> bytes:
+        """The raw bytes of ``tokens``."""
+        arr = (S.c_token * len(tokens))(*tokens)
+        with self._use() as ptr:
+            return read_bytes(
+                lambda b, c, n: lib().kestrel_detokenize(ptr, arr, len(tokens), render_special, b, c, ctypes.byref(n)))
+
+    def token_to_piece(self, token: int, render_special: bool = False) -> bytes:
+        """The bytes of one token as the vocabulary stores them."""
+        with self._use() as ptr:
+            return read_bytes(
+                lambda b, c, n: lib().kestrel_token_to_piece(ptr, int(token), render_special, b, c, ctypes.byref(n)), 256)
+
+    def detokenizer(self, render_special: bool = False) -> Detokenizer:
+        """A streaming detokenizer for this model."""
+        return Detokenizer(self, render_special)
+
+    # ---- chat templates ------------------------------------------------------------------
+    def chat_template(
+        self,
+        messages: Messages,
+        add_generation_prompt: bool = True,
+        *,
+        template: Optional[str] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        bos_token: Optional[str] = None,
+        eos_token: Optional[str] = None,
+        **extra_context: Any,
+    ) -> str:
+        """Renders ``messages`` into a prompt like HF ``apply_chat_template(tokenize=False)``.
+
+        Args:
+            messages: ``[{"role": ..., "content": ...}, ...]`` (anything JSON can hold).
+            add_generation_prompt: end with the assistant's header.
+            template: Jinja source; None uses the model's ``tokenizer.chat_template`` (or the
+                fallback ``<|role|>\\ncontent\\n`` format when it has none).
+            tools: the ``tools`` variable (a list of tool descriptions).
+            bos_token, eos_token: override the model's BOS/EOS text.
+            extra_context: further template variables (``enable_thinking=False``, ...).
+        """
+        with self._use() as ptr:
+            return chat_format(
+                ptr, messages, add_generation_prompt, template=template, tools=tools,
+                bos_token=bos_token, eos_token=eos_token, extra_context=extra_context,
+            )
+
+    # ---- low level ------------------------------------------------------------------------
+    def context(self, n_ctx: int = 0, n_batch: int = 0, n_seq_max: int = 0, n_threads: int = 0) -> Context:
+        """A new ``Context`` (KV cache) on this model; see ``kestrel.Context``."""
+        return Context(self, n_ctx=n_ctx, n_batch=n_batch, n_seq_max=n_seq_max, n_threads=n_threads)
+
+    def engine(self) -> Engine:
+        """The engine behind ``generate``/``stream``/``chat``, created on first use."""
+        with self._use() as ptr:
+            return self._handles.engine_or_create(lambda: Engine(ptr, **self._engine_opts))
+
+    def engine_stats(self) -> dict[str, Any]:
+        """``kestrel_engine_stats`` of the engine (requests, tokens, KV blocks)."""
+        return self.engine().stats()
+
+    # ---- generation ------------------------------------------------------------------------
+    def _submit(
+        self,
+        prompt: Prompt,
+        max_tokens: int = 128,
+        temperature: Optional[float] = None,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        min_p: Optional[float] = None,
+        repeat_penalty: Optional[float] = None,
+        presence_penalty: Optional[float] = None,
+        frequency_penalty: Optional[float] = None,
+        penalty_last_n: Optional[int] = None,
+        seed: Optional[int] = None,
+        logit_bias: Optional[Mapping[int, float]] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        stop_tokens: Sequence[int] = (),
+        stop_at_eog: bool = True,
+        add_special: bool = True,
+        parse_special: bool = False,
+    ) -> RequestStream:
+        tokens = self.tokenize(prompt, add_special, parse_special) if isinstance(prompt, str) else list(prompt)
+        so, keep = sampler_options(
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+            penalty_last_n=penalty_last_n, seed=seed, logit_bias=logit_bias,
+        )
+        stops = [stop] if isinstance(stop, str) else list(stop or ())
+        return self.engine().submit(
+            tokens, so, keep, max_tokens=max_tokens, stop=stops, stop_tokens=list(stop_tokens), stop_at_eog=stop_at_eog
+        )
+
+    def submit(self, prompt: Prompt, max_tokens: int = 128, **options: Any) -> RequestStream:
+        """Starts generating and returns the request: iterate it for text pieces, read ``tokens``
+        (ids generated so far) and, at the end, ``result`` (finish reason, counts); ``cancel()``
+        stops it. Takes the options of ``generate``.
+        """
+        return self._submit(prompt, max_tokens, **options)
+
+    def generate(self, prompt: Prompt, max_tokens: int = 128, **options: Any) -> str:
+        """Generates a continuation of ``prompt`` and returns it (the new text only).
+
+        ``prompt`` is text (tokenized with ``add_special=True, parse_special=False``, as
+        ``kestrel run`` does) or a list of token ids.
+
+        Keyword options: ``temperature`` (<= 0: greedy), ``top_k``, ``top_p``, ``min_p``,
+        ``repeat_penalty``, ``presence_penalty``, ``frequency_penalty``, ``penalty_last_n``,
+        ``seed`` (None: random), ``logit_bias`` ({token: bias}), ``stop`` (strings: the text
+        ends before the first match), ``stop_tokens``, ``stop_at_eog`` (default True),
+        ``add_special``, ``parse_special``. Greedy output equals ``kestrel run --temp 0``.
+
+        Safe to call from several threads at once: their requests are batched together.
+        """
+        req = self._submit(prompt, max_tokens, **options)
+        try:
+            text = "".join(req)
+        finally:
+            req.cancel()  # only does something if interrupted (KeyboardInterrupt, ...)
+        return text
+
+    def stream(self, prompt: Prompt, max_tokens: int = 128, **options: Any) -> Iterator[str]:
+        """Like ``generate`` but yields the text piece by piece as it is generated.
+
+        Leaving the loop early (``break``) or closing the generator cancels the request.
+        """
+        req = self._submit(prompt, max_tokens, **options)
+        return _stream(req)
+
+    def _chat_prompt(self, messages: Messages, template: Optional[str], tools: Any, extra: Mapping[str, Any]) -> list[int]:
+        text = self.chat_template(messages, True, template=template, tools=tools, **extra)
+        # Templates usually write the BOS text themselves (parsed as the special token), the
+        # fallback does not and the vocabulary may add one too: keep exactly one, as
+        # `kestrel chat` and llama.cpp's server do.
+        ids = self.tokenize(text, add_special=True, parse_special=True)
+        bos = self.bos
+        if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
+            del ids[0]
+        return ids
+
+    def chat(
+        self,
+        messages: Messages,
+        max_tokens: int = 128,
+        *,
+        template: Optional[str] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        chat_context: Optional[Mapping[str, Any]] = None,
+        **options: Any,
+    ) -> str:
+        """The assistant's reply to ``messages``, rendered with the chat template.
+
+        ``template``/``tools``/``chat_context`` (extra template variables) go to
+        ``chat_template``; the other options are those of ``generate``.
+        """
+        ids = self._chat_prompt(messages, template, tools, chat_context or {})
+        return self.generate(ids, max_tokens, **options)
+
+    def chat_stream(
+        self,
+        messages: Messages,
+        max_tokens: int = 128,
+        *,
+        template: Optional[str] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        chat_context: Optional[Mapping[str, Any]] = None,
+        **options: Any,
+    ) -> Iterator[str]:
+        """Like ``chat`` but yields the reply piece by piece (see ``stream``)."""
+        ids = self._chat_prompt(messages, template, tools, chat_context or {})
+        return self.stream(ids, max_tokens, **options)
+
+
+def _stream(req: RequestStream) -> Iterator[str]:
+    try:
+        yield from req
+    finally:
+        req.cancel()
+
+
+def chat_format(
+    model_ptr: Optional[int],
+    messages: Messages,
+    add_generation_prompt: bool = True,
+    *,
+    template: Optional[str] = None,
+    tools: Optional[Sequence[Mapping[str, Any]]] = None,
+    bos_token: Optional[str] = None,
+    eos_token: Optional[str] = None,
+    extra_context: Optional[Mapping[str, Any]] = None,
+) -> str:
+    """``kestrel_chat_format``; ``model_ptr`` may be None when ``template`` is given."""
+    co = new_options(S.ChatOptions)
+    enc = lambda s: None if s is None else s.encode("utf-8")  # noqa: E731
+    co.template_source = enc(template)
+    co.tools_json = enc(None if tools is None else json.dumps(tools, ensure_ascii=False))
+    co.extra_context_json = enc(json.dumps(dict(extra_context), ensure_ascii=False) if extra_context else None)
+    co.bos_token = enc(bos_token)
+    co.eos_token = enc(eos_token)
+    co.add_generation_prompt = add_generation_prompt
+    msgs = json.dumps(list(messages), ensure_ascii=False).encode("utf-8")
+    return read_text(lambda b, c, n: lib().kestrel_chat_format(model_ptr, msgs, ctypes.byref(co), b, c, ctypes.byref(n)))
