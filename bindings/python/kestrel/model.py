@@ -235,28 +235,15 @@ class Model:
         self,
         prompt: Prompt,
         max_tokens: int = 128,
-        temperature: Optional[float] = None,
-        top_k: Optional[int] = None,
-        top_p: Optional[float] = None,
-        min_p: Optional[float] = None,
-        repeat_penalty: Optional[float] = None,
-        presence_penalty: Optional[float] = None,
-        frequency_penalty: Optional[float] = None,
-        penalty_last_n: Optional[int] = None,
-        seed: Optional[int] = None,
-        logit_bias: Optional[Mapping[int, float]] = None,
         stop: Union[str, Sequence[str], None] = None,
         stop_tokens: Sequence[int] = (),
         stop_at_eog: bool = True,
         add_special: bool = True,
         parse_special: bool = False,
+        **sampling: Any,
     ) -> RequestStream:
         tokens = self.tokenize(prompt, add_special, parse_special) if isinstance(prompt, str) else list(prompt)
-        so, keep = sampler_options(
-            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
-            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-            penalty_last_n=penalty_last_n, seed=seed, logit_bias=logit_bias,
-        )
+        so, keep = sampler_options(**sampling)  # temperature, top_k, ..., seed, logit_bias
         stops = [stop] if isinstance(stop, str) else list(stop or ())
         return self.engine().submit(
             tokens, so, keep, max_tokens=max_tokens, stop=stops, stop_tokens=list(stop_tokens), stop_at_eog=stop_at_eog
