@@ -91,8 +91,6 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
     KS_API_CHECK_ARG(r.n_prompt > 0 && r.prompt, "kestrel_submit", "the request has no prompt tokens");
     KS_API_CHECK_ARG(r.n_stop_tokens >= 0 && (r.n_stop_tokens == 0 || r.stop_tokens), "kestrel_submit",
                      "stop_tokens is NULL or n_stop_tokens negative");
-    KS_API_CHECK_ARG(r.n_stop_strings >= 0 && (r.n_stop_strings == 0 || r.stop_strings), "kestrel_submit",
-                     "stop_strings is NULL or n_stop_strings negative");
     kestrel_sampler_options so;
     kestrel_sampler_options_init(&so);
     if (!kestrel::api::read_options(r.sampling, &so, &err))
@@ -108,10 +106,9 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
       if (!st.ok()) return fail(st);
     }
     spec.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
-    for (int32_t i = 0; i < r.n_stop_strings; ++i) {
-      KS_API_CHECK_ARG(r.stop_strings[i], "kestrel_submit", "a stop string is NULL");
-      spec.stop_strings.emplace_back(r.stop_strings[i]);
-    }
+    const kestrel::Status stops = kestrel::api::to_stop_strings("kestrel_submit", r.stop_strings, r.n_stop_strings,
+                                                                &spec.stop_strings);
+    if (!stops.ok()) return fail(stops);
     void* user = r.user;
     if (r.on_token) {
       kestrel_token_fn fn = r.on_token;

@@ -8,6 +8,18 @@
 using kestrel::api::fail;
 using kestrel::api::guard;
 
+namespace kestrel::api {
+Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::vector<std::string>* out) {
+  if (n < 0 || (n > 0 && !in))
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": stop_strings is NULL or n_stop_strings negative");
+  for (int32_t i = 0; i < n; ++i) {
+    if (!in[i]) return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": a stop string is NULL");
+    out->emplace_back(in[i]);
+  }
+  return Status::Ok();
+}
+}  // namespace kestrel::api
+
 extern "C" {
 
 void kestrel_generate_options_init(kestrel_generate_options* o) {
@@ -38,6 +50,10 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     kestrel::Status st = kestrel::validate(sp);
     if (!st.ok()) return fail(st);
     kestrel::Sampler sampler(sp);
+    std::vector<std::string> stop_list;
+    st = kestrel::api::to_stop_strings("kestrel_generate", o.stop_strings, o.n_stop_strings, &stop_list);
+    if (!st.ok()) return fail(st);
+    kestrel::StopStrings stops(std::move(stop_list));
     kestrel::SpecParams spec;
     st = kestrel::api::to_spec_params(o.speculative, &spec);
     if (!st.ok()) return fail(st);
@@ -61,14 +77,6 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     go.stop_at_eog = o.stop_at_eog;
     go.drafter = drafter.get();
     go.k_max = spec.k_max;
-    KS_API_CHECK_ARG(o.n_stop_strings >= 0 && (o.n_stop_strings == 0 || o.stop_strings), "kestrel_generate",
-                     "stop_strings is NULL or n_stop_strings negative");
-    std::vector<std::string> stop_list;
-    for (int32_t i = 0; i < o.n_stop_strings; ++i) {
-      KS_API_CHECK_ARG(o.stop_strings[i], "kestrel_generate", "a stop string is NULL");
-      stop_list.emplace_back(o.stop_strings[i]);
-    }
-    kestrel::StopStrings stops(std::move(stop_list));
     kestrel::StreamingDetokenizer detok(tok, false);
     go.on_token = [&](int32_t t) {
       const bool last = o.stop_at_eog && tok.is_eog(t);

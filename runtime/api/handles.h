@@ -1,6 +1,8 @@
 // What the opaque C handles hold.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/context.h"
 #include "kestrel.h"
@@ -29,4 +31,6 @@ SamplerParams to_sampler_params(const kestrel_sampler_options& o);
 // NULL gives the defaults (no speculation); bad values a message naming them.
 Status to_spec_params(const kestrel_spec_options* in, SpecParams* out);
 void write_spec_stats(const SpecStats& s, kestrel_spec_stats* out);
+// A caller's (strings, n) stop-string array, copied; a NULL array or entry is an error naming fn.
+Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::vector<std::string>* out);
 }
