@@ -1,4 +1,5 @@
 #include "backends/ref/ops_ref.h"
+#include "backends/ref/repacked.h"
 
 #include <cmath>
 #include <cstring>
@@ -23,8 +24,17 @@ float* row_of(const Tensor* t, int64_t r) {
 void get_rows(const Node& n, int64_t i0, int64_t i1) {
   const Tensor* table = n.src[0];
   const int32_t* ids = static_cast<const int32_t*>(n.src[1]->data);
+  const int64_t K = table->ne[0];
+  if (table->type == DType::Q4_0_R8) {  // a row of the CPU backend's repacked layout
+    std::vector<uint8_t> row(table->row_bytes());
+    for (int64_t i = i0; i < i1; ++i) {
+      q4_0_r8_row(static_cast<const uint8_t*>(table->data), K, ids[i], row.data());
+      dtype_info(DType::Q4_0).to_float(row.data(), n.dst->f32(i), K);
+    }
+    return;
+  }
   const ToFloatFn to_float = dtype_info(table->type).to_float;
-  for (int64_t i = i0; i < i1; ++i) to_float(table->row(ids[i]), n.dst->f32(i), table->ne[0]);
+  for (int64_t i = i0; i < i1; ++i) to_float(table->row(ids[i]), n.dst->f32(i), K);
 }
 
 void rms_norm(const Node& n, int64_t i0, int64_t i1) {

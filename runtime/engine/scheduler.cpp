@@ -32,8 +32,8 @@ struct Scheduler::Request {
   DraftLength len;
   Draft draft;
   Request(RequestSpec s, const Tokenizer& tok)
-      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), stops(spec.stop_strings), input(spec.prompt), history(spec.prompt),
-        len(spec.speculative.k_max) {}
+      : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), stops(spec.stop_strings),
+        history(spec.prompt), len(spec.speculative.k_max) {}
   bool decoding() const { return n_past >= static_cast<int32_t>(input.size()); }
 };
 

@@ -107,6 +107,24 @@ struct File::Impl {
   }
 };
 
+Status File::rewrite_tensor(const TensorInfo& t, const std::function<void(uint8_t*)>& fn) {
+  uint8_t* p = const_cast<uint8_t*>(tensor_data(t));
+  if (!impl_->map) {  // a buffer this File owns
+    fn(p);
+    return Status::Ok();
+  }
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const size_t len = reinterpret_cast<uintptr_t>(p) + t.nbytes - a;
+  void* start = reinterpret_cast<void*>(a);
+  if (mprotect(start, len, PROT_READ | PROT_WRITE) != 0)
+    return Error(KESTREL_ERR_IO, path_ + ": tensor '" + t.name + "': cannot remap for rewriting (" +
+                                     std::strerror(errno) + ")");
+  fn(p);
+  mprotect(start, len, PROT_READ);
+  return Status::Ok();
+}
+
 // Parses base[0, size) into a File. Every read goes through need(), so no byte outside the
 // buffer is touched, and every count is checked against the bytes left before it is used.
 struct Parser {
@@ -322,7 +340,7 @@ Status Parser::parse_tensor_info(TensorInfo* t, uint64_t index) {
   uint32_t type_id = 0;
   KS_RETURN_IF_ERROR(read(&type_id, ctx, "type"));
   const DTypeInfo* ti = dtype_info(type_id);
-  if (!ti) {
+  if (!ti || !dtype_in_files(ti->type)) {
     if (const char* lacked = ggml_type_we_lack(type_id))
       return fail(KESTREL_ERR_UNSUPPORTED, ctx + ": type " + lacked + " (id " +
                                                to_string(type_id) + ") is not supported");

@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "model/repack.h"
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,10 @@ Status Model::init() {
       if (!opts_.progress(static_cast<float>(++done) / static_cast<float>(n_tensors), opts_.progress_user))
         return Error(KESTREL_ERR_CANCELLED, f.path() + ": loading cancelled");
     }
+  }
+  if (repack_applies(opts_.backend)) {
+    auto moved = repack_for_cpu(*file_, tensors_);
+    if (!moved.ok()) return moved.status();
   }
   return arch_->bind(*this, weights_);
 }

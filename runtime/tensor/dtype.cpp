@@ -28,6 +28,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q8_K, "q8_K", 256, 292, true, dequantize_q8_k, quantize_q8_k, DType::Q8_K},
     {DType::IQ4_NL, "iq4_nl", 32, 18, true, dequantize_iq4_nl, quantize_iq4_nl, DType::Q8_0},
     {DType::MXFP4, "mxfp4", 32, 17, true, dequantize_mxfp4, quantize_mxfp4, DType::Q8_0},
+    {DType::Q4_0_R8, "q4_0_r8", 32, 18, true, nullptr, nullptr, DType::Q8_0},
     {DType::I8, "i8", 1, 1, false, nullptr, nullptr, DType::I8},
     {DType::I16, "i16", 1, 2, false, nullptr, nullptr, DType::I16},
     {DType::I32, "i32", 1, 4, false, nullptr, nullptr, DType::I32},
@@ -50,7 +51,7 @@ const char* dtype_name(DType t) {
 
 bool dtype_from_name(const char* name, DType* out) {
   for (const DTypeInfo& t : kTypes) {
-    if (strcasecmp(t.name, name) == 0) {
+    if (dtype_in_files(t.type) && strcasecmp(t.name, name) == 0) {
       *out = t.type;
       return true;
     }

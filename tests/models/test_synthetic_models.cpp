@@ -5,8 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "engine/context.h"
+#include "model/repack.h"
 #include "model/synth.h"
 
 using namespace kestrel;
@@ -64,7 +67,7 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   for (const ArchDef* arch : all_archs()) {
     CHECK_MESSAGE(!arch->tiny.empty(), arch->name << " has no tiny configuration");
     for (const TinyConfig& tiny : arch->tiny) {
-      for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4}) {
+      for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4, DType::Q4_0}) {
         CAPTURE(tiny.name);
         CAPTURE(dtype_name(type));
         SynthOptions so;
@@ -93,6 +96,44 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   }
   MESSAGE(configs << " architecture configurations x weight types checked");
   CHECK(configs >= 3 * 7);
+}
+
+// The CPU backend regroups Q4_0 matrices at load (model/repack.h): the same logits, bit for bit,
+// as with the file's layout, on every architecture.
+TEST_CASE("synthetic models: Q4_0 repacked at load gives the file layout's bits") {
+  if (!repack_applies("cpu")) {
+    MESSAGE("no AVX2/FMA (or KESTREL_NO_REPACK set): nothing is repacked");
+    return;
+  }
+  int repacked_configs = 0;
+  for (const ArchDef* arch : all_archs()) {
+    for (const TinyConfig& tiny : arch->tiny) {
+      CAPTURE(tiny.name);
+      SynthOptions so;
+      so.weight_type = DType::Q4_0;
+      so.seed = 9;
+      auto w = synth_model(*arch, tiny, so);
+      REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+      const std::vector<uint8_t> bytes = w.value().to_bytes();
+      {
+        auto file = gguf::File::from_bytes(bytes, "<synth>");
+        REQUIRE(file.ok());
+        ModelLoadOptions lo;
+        lo.backend = "cpu";
+        auto model = Model::from_file(std::move(file.value()), lo);
+        REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+        const Tensor* out = model.value()->weights().output;
+        repacked_configs += out && out->type == DType::Q4_0_R8;
+      }
+      const std::vector<float> repacked = run_model(bytes, "cpu", 2);
+      setenv("KESTREL_NO_REPACK", "1", 1);
+      const std::vector<float> plain = run_model(bytes, "cpu", 2);
+      unsetenv("KESTREL_NO_REPACK");
+      REQUIRE(repacked.size() == plain.size());
+      CHECK(std::memcmp(repacked.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+    }
+  }
+  CHECK(repacked_configs > 0);  // the test did exercise the repacked layout
 }
 
 TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, not a crash") {

@@ -62,12 +62,12 @@ constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 
       const int64_t nr = std::min(kRowChunk, 8 * g1 - r);
       qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
       qgemm_interleave(wu, nr / 8, wi);
-      qgemm_tiles(w->type, wi, nr / 8, acts, 0, M, n.dst->f32(0) + r, y_stride);
+      qgemm_tiles(qgemm_arith_type(w->type), wi, nr / 8, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }
     if (ith == nth - 1 && N % 8 != 0) {
       const int64_t r = 8 * n_groups, nr = N - r;
       qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
-      qgemm_dot(w->type, wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
+      qgemm_dot(qgemm_arith_type(w->type), wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }
   });
 }

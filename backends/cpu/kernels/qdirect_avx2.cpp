@@ -1,6 +1,7 @@
-// Fused decode kernels for the 32-value block types (AVX2): Q4_0, Q4_1, IQ4_NL and MXFP4 two
-// blocks per register, Q8_0, Q5_0 and Q5_1 one block per register; eight rows per pass with one
-// row per float lane (qdirect_avx2.h), for up to four activation columns. Decode reads each weight
+// Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
+// Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0, Q5_0 and Q5_1 one block per
+// register; eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four
+// activation columns. Decode reads each weight
 // byte once and writes nothing back, so it can run at memory speed. Also the entry points
 // qdirect_supports/qdirect_dot for every fused type (the K-quants are in qdirect_k_avx2.cpp).
 #if defined(__x86_64__)
@@ -12,6 +13,7 @@
 
 #include "backends/cpu/kernels/qdirect_avx2.h"
 #include "backends/ref/quant_blocks.h"
+#include "backends/ref/repacked.h"
 
 namespace kestrel::cpu::qdirect {
 namespace {
@@ -141,10 +143,39 @@ struct PairedActs {
 };
 thread_local PairedActs tl_pairs;
 
+// Where the 4-bit kernels find blocks u, u + 1 of their eight rows. RowMajor: the file's layout,
+// eight row streams, the scales gathered. Grouped8: Q4_0_R8 (ref/repacked.h), one stream, the
+// eight rows' scales of a block in one 16-byte load.
+template <class F>
+struct RowMajor {
+  static constexpr bool kGrouped = false;
+  static constexpr int64_t kB = sizeof(typename F::Block);
+  static __m256i codes(const uint8_t* w, int64_t rb, int row, int64_t u) {
+    const uint8_t* p = w + row * rb + u * kB + F::kQs;
+    return _mm256_set_m128i(load16(p + kB), load16(p));
+  }
+  static void scales(const uint8_t* w, __m256i off, int64_t u, __m256& d0, __m256& d1, __m256i& w0, __m256i& w1) {
+    w0 = gather_words(w + u * kB, off), w1 = gather_words(w + (u + 1) * kB, off);
+    d0 = F::scale(w0), d1 = F::scale(w1);
+  }
+};
+struct Grouped8 {
+  static constexpr bool kGrouped = true;
+  static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
+    return load32(w + (u / 2) * ref::kQ4_0R8PairBytes + 32 + 32 * row);
+  }
+  static void scales(const uint8_t* w, __m256i, int64_t u, __m256& d0, __m256& d1, __m256i& w0, __m256i& w1) {
+    const uint8_t* p = w + (u / 2) * ref::kQ4_0R8PairBytes;
+    d0 = _mm256_cvtph_ps(load16(p)), d1 = _mm256_cvtph_ps(load16(p + 16));
+    w0 = w1 = _mm256_setzero_si256();  // only Q4_1's m reads the words
+  }
+};
+
 // 4-bit types: per row and pair of blocks, one 32-byte register holds both blocks' codes; the
 // row sums then come out as [block 2g | block 2g+1] halves (RowSums::lower/upper).
-template <class F, int NC>
+template <class F, class L, int NC>
 void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  static_assert(!L::kGrouped || std::is_same_v<F, Q4_0F>, "only Q4_0 has a grouped layout");
   using B = typename F::Block;
   constexpr int64_t kB = sizeof(B);
   const int64_t K = x.K, nb = K / 32;
@@ -162,14 +193,15 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
   const GroupPrefetch pf(w, rb, (nb + 1) / 2);
   int64_t u = 0;
   for (; u + 2 <= nb; u += 2) {
-    pf.step(u / 2);
+    // One contiguous stream: the hardware prefetchers follow the grouped layout by themselves
+    // (software prefetch there measured 10% slower from DRAM, docs/PERF.md).
+    if constexpr (!L::kGrouped) pf.step(u / 2);
     RowSums rs[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
       __m256i v[2][NC];
       for (int k = 0; k < 2; ++k) {
-        const uint8_t* p = w + (2 * rp + k) * rb + u * kB + F::kQs;
-        const __m256i raw = _mm256_set_m128i(load16(p + kB), load16(p));
+        const __m256i raw = L::codes(w, rb, 2 * rp + k, u);
         __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         if constexpr (F::kSigned) lo = _mm256_shuffle_epi8(lut, lo), hi = _mm256_shuffle_epi8(lut, hi);
         for (int c = 0; c < NC; ++c) {
@@ -185,30 +217,33 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
       }
       for (int c = 0; c < NC; ++c) rs[c].pair(rp, v[0][c], v[1][c]);
     }
-    const __m256i w0 = gather_words(w + u * kB, off), w1 = gather_words(w + (u + 1) * kB, off);
-    const __m256 d0 = F::scale(w0), d1 = F::scale(w1);
+    __m256i w0, w1;
+    __m256 d0, d1;
+    L::scales(w, off, u, d0, d1, w0, w1);
     for (int c = 0; c < NC; ++c) {
       const Column<F> col(x, c0 + c);
       col.block(u, rs[c].lower(), d0, w0, acc[c], accm[c]);
       col.block(u + 1, rs[c].upper(), d1, w1, acc[c], accm[c]);
     }
   }
-  if (u < nb) {  // an odd block count: the last block alone
-    pf.step(u / 2);
-    RowSums rs[NC];
+  if constexpr (!L::kGrouped) {
+    if (u < nb) {  // an odd block count: the last block alone (the grouped layout has none)
+      pf.step(u / 2);
+      RowSums rs[NC];
 #pragma GCC unroll 4
-    for (int rp = 0; rp < 4; ++rp) {
-      __m256i v[2][NC];
-      for (int k = 0; k < 2; ++k) {
-        __m256i q = nibbles(w + (2 * rp + k) * rb + u * kB + F::kQs);
-        if constexpr (F::kSigned) q = _mm256_shuffle_epi8(lut, q);
-        for (int c = 0; c < NC; ++c) v[k][c] = dot32<F::kSigned>(q, load32(x.q.data() + (c0 + c) * K + 32 * u));
+      for (int rp = 0; rp < 4; ++rp) {
+        __m256i v[2][NC];
+        for (int k = 0; k < 2; ++k) {
+          __m256i q = nibbles(w + (2 * rp + k) * rb + u * kB + F::kQs);
+          if constexpr (F::kSigned) q = _mm256_shuffle_epi8(lut, q);
+          for (int c = 0; c < NC; ++c) v[k][c] = dot32<F::kSigned>(q, load32(x.q.data() + (c0 + c) * K + 32 * u));
+        }
+        for (int c = 0; c < NC; ++c) rs[c].pair(rp, v[0][c], v[1][c]);
       }
-      for (int c = 0; c < NC; ++c) rs[c].pair(rp, v[0][c], v[1][c]);
+      const __m256i w0 = gather_words(w + u * kB, off);
+      const __m256 d0 = F::scale(w0);
+      for (int c = 0; c < NC; ++c) Column<F>(x, c0 + c).block(u, rs[c].total(), d0, w0, acc[c], accm[c]);
     }
-    const __m256i w0 = gather_words(w + u * kB, off);
-    const __m256 d0 = F::scale(w0);
-    for (int c = 0; c < NC; ++c) Column<F>(x, c0 + c).block(u, rs[c].total(), d0, w0, acc[c], accm[c]);
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
@@ -241,18 +276,19 @@ void rows8_single(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t 
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
-template <class F>
-constexpr Rows8Fn kPairs[4] = {rows8_pairs<F, 1>, rows8_pairs<F, 2>, rows8_pairs<F, 3>, rows8_pairs<F, 4>};
+template <class F, class L = RowMajor<F>>
+constexpr Rows8Fn kPairs[4] = {rows8_pairs<F, L, 1>, rows8_pairs<F, L, 2>, rows8_pairs<F, L, 3>, rows8_pairs<F, L, 4>};
 template <class F>
 constexpr Rows8Fn kSingle[4] = {rows8_single<F, 1>, rows8_single<F, 2>, rows8_single<F, 3>, rows8_single<F, 4>};
 
-bool uses_pairs(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4; }
+bool uses_pairs(DType t) { return t == DType::Q4_0 || t == DType::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4; }
 
 }  // namespace
 
 const Rows8Fn* block32_kernels(DType t) {
   switch (t) {
     case DType::Q4_0: return kPairs<Q4_0F>;
+    case DType::Q4_0_R8: return kPairs<Q4_0F, Grouped8>;
     case DType::Q4_1: return kPairs<Q4_1F>;
     case DType::IQ4_NL: return kPairs<Iq4nlF>;
     case DType::MXFP4: return kPairs<Mxfp4F>;
@@ -277,7 +313,7 @@ int64_t qdirect_max_cols(DType w) {
   // Where unpack + tiles caught up, one thread, K 2048 (tiled time / fused time = 1), rounded down:
   // the 4-bit types decode cheapest and share it over most columns.
   switch (w) {
-    case DType::Q4_0: return 128;
+    case DType::Q4_0: case DType::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;
     case DType::IQ4_NL: case DType::MXFP4: return 64;
     case DType::Q4_K: case DType::Q5_K: return 48;
@@ -302,7 +338,7 @@ void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, in
     thread_local UnpackedRows wu;
     wu.resize(r1 - r, x.K);
     qgemm_unpack(w, data, row_bytes, r, r1 - r, wu);
-    qgemm_dot(w, wu, r1 - r, x, 0, n_cols, y + r, y_stride);
+    qgemm_dot(qgemm_arith_type(w), wu, r1 - r, x, 0, n_cols, y + r, y_stride);
   }
 }
 
