@@ -3,7 +3,6 @@
 // key, tensor or offset at fault; it never asserts, aborts or allocates without bound.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,11 +95,11 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const;
   // Start of a tensor's bytes (inside the mapping; valid while the File lives).
   const uint8_t* tensor_data(const TensorInfo& t) const { return data_ + t.offset; }
-  // Rewrites a tensor's bytes in place through fn (the CPU backend's load-time repack). A mapped
-  // file's pages in the range turn writable for the call (copy-on-write: the file on disk is
-  // untouched; the pages become this process's own, as reading them would have) and read-only
-  // again after.
-  Status rewrite_tensor(const TensorInfo& t, const std::function<void(uint8_t*)>& fn);
+  // True when the bytes are a file mapping (else a buffer this File owns).
+  bool mapped() const;
+  // A writable view of a tensor's bytes when this File owns them (not mapped); nullptr otherwise.
+  // For rewriting weights in place at load (the CPU backend's repack).
+  uint8_t* owned_tensor_data(const TensorInfo& t);
   const uint8_t* data_section() const { return data_; }
   uint64_t data_section_size() const { return data_size_; }
 

@@ -107,22 +107,10 @@ struct File::Impl {
   }
 };
 
-Status File::rewrite_tensor(const TensorInfo& t, const std::function<void(uint8_t*)>& fn) {
-  uint8_t* p = const_cast<uint8_t*>(tensor_data(t));
-  if (!impl_->map) {  // a buffer this File owns
-    fn(p);
-    return Status::Ok();
-  }
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const size_t len = reinterpret_cast<uintptr_t>(p) + t.nbytes - a;
-  void* start = reinterpret_cast<void*>(a);
-  if (mprotect(start, len, PROT_READ | PROT_WRITE) != 0)
-    return Error(KESTREL_ERR_IO, path_ + ": tensor '" + t.name + "': cannot remap for rewriting (" +
-                                     std::strerror(errno) + ")");
-  fn(p);
-  mprotect(start, len, PROT_READ);
-  return Status::Ok();
+bool File::mapped() const { return impl_->map != nullptr; }
+
+uint8_t* File::owned_tensor_data(const TensorInfo& t) {
+  return mapped() ? nullptr : const_cast<uint8_t*>(tensor_data(t));
 }
 
 // Parses base[0, size) into a File. Every read goes through need(), so no byte outside the

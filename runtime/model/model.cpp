@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <unordered_set>
 
 namespace kestrel {
 namespace {
@@ -32,6 +33,8 @@ Expected<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::File> fi
   KS_RETURN_IF_ERROR(m->init());
   return m;
 }
+
+Model::~Model() = default;
 
 Status Model::init() {
   const gguf::File& f = *file_;
@@ -82,11 +85,16 @@ Status Model::init() {
         return Error(KESTREL_ERR_CANCELLED, f.path() + ": loading cancelled");
     }
   }
-  if (repack_applies(opts_.backend)) {
-    auto moved = repack_for_cpu(*file_, tensors_);
-    if (!moved.ok()) return moved.status();
+  KS_RETURN_IF_ERROR(arch_->bind(*this, weights_));
+  if (!recording_ && repack_applies(opts_.backend)) {
+    // An embedding table the output head does not share is only gathered from: left as it is.
+    std::unordered_set<std::string> skip;
+    if (weights_.tok_embd && weights_.tok_embd != weights_.output) skip.insert(weights_.tok_embd->name);
+    auto r = repack_for_cpu(*file_, tensors_, skip);
+    if (!r.ok()) return r.status();
+    repacked_ = std::move(r.value());
   }
-  return arch_->bind(*this, weights_);
+  return Status::Ok();
 }
 
 Expected<Model::TensorTable> Model::tensor_table(std::unique_ptr<gguf::File> metadata) {

@@ -15,6 +15,8 @@
 
 namespace kestrel {
 
+class RepackedWeights;  // model/repack.h
+
 // Weights of one transformer block; absent tensors are nullptr. Shared blocks read the fields
 // they need; an architecture's bind() fills the ones it has.
 struct LayerWeights {
@@ -58,6 +60,7 @@ struct ModelLoadOptions {
 class Model {
  public:
   static Expected<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& opts);
+  ~Model();
   // Builds a model from an in-memory GGUF (tests).
   static Expected<std::unique_ptr<Model>> from_file(std::unique_ptr<gguf::File> file, const ModelLoadOptions& opts);
 
@@ -99,6 +102,7 @@ class Model {
   ModelWeights weights_;
   ModelLoadOptions opts_;
   mutable std::unordered_map<std::string, Tensor> tensors_;  // mutable: recording mode adds
+  std::unique_ptr<RepackedWeights> repacked_;  // the CPU backend's layouts of some weights, if any
   uint64_t weight_bytes_ = 0, n_params_ = 0;
   bool recording_ = false;        // tensor_table(): require/optional record instead of look up
   mutable TensorTable recorded_;

@@ -1,13 +1,62 @@
 #include "model/repack.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "backends/cpu/simd.h"
 #include "backends/ref/repacked.h"
 
 namespace kestrel {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr int64_t kSlice = int64_t{2} << 20;  // bytes copied between two releases of file pages
+
+bool regroups(const gguf::TensorInfo& ti) {
+  return ti.type == DType::Q4_0 && ti.ne[2] == 1 && ti.ne[3] == 1 && ref::q4_0_r8_fits(ti.ne[0], ti.ne[1]);
+}
+size_t arena_share(const gguf::TensorInfo& ti) { return (ti.nbytes + 63) / 64 * 64; }
+
+// Drops this process's pages of a file mapping wholly inside [from, to) (the page cache keeps them).
+void release_file_pages(const uint8_t* from, const uint8_t* to) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(from) + page - 1) & ~(page - 1);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(to) & ~(page - 1);
+  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+// Copies (or regroups) a mapped tensor into dst a slice at a time, releasing the file pages behind
+// it, so the resident size never holds much of a matrix twice.
+void place(const gguf::TensorInfo& ti, const uint8_t* src, uint8_t* dst) {
+  const int64_t n = static_cast<int64_t>(ti.nbytes);
+  const int64_t K = ti.ne[0];
+  const bool regroup = regroups(ti);
+  // A slice is whole 8-row groups when regrouping.
+  const int64_t unit = regroup ? 8 * static_cast<int64_t>(dtype_row_size(DType::Q4_0, K)) : 1;
+  const int64_t step = std::max<int64_t>(1, kSlice / unit) * unit;
+  const uint8_t* released = src;
+  for (int64_t at = 0; at < n; at += step) {
+    const int64_t len = std::min(step, n - at);
+    if (regroup) {
+      ref::q4_0_to_r8(src + at, K, 8 * (len / unit), dst + at);
+    } else {
+      std::memcpy(dst + at, src + at, static_cast<size_t>(len));
+    }
+    release_file_pages(released, src + at + len);
+    released = src + at + len;
+  }
+}
+
+}  // namespace
+
+RepackedWeights::~RepackedWeights() {
+  for (auto& [p, n] : maps_) munmap(p, n);
+}
 
 bool repack_applies(const std::string& backend) {
   const char* off = std::getenv("KESTREL_NO_REPACK");
@@ -17,24 +66,56 @@ bool repack_applies(const std::string& backend) {
   return (backend == "cpu" || backend == "auto" || backend.empty()) && cpu::has_avx2_fma();
 }
 
-Expected<uint64_t> repack_for_cpu(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors) {
-  uint64_t moved = 0;
-  std::vector<uint8_t> group;
-  for (const gguf::TensorInfo& ti : f.tensors()) {
-    if (ti.type != DType::Q4_0 || ti.ne[2] != 1 || ti.ne[3] != 1 || !ref::q4_0_r8_fits(ti.ne[0], ti.ne[1])) continue;
-    const int64_t K = ti.ne[0], n_groups = ti.ne[1] / 8;
-    const size_t group_bytes = 8 * dtype_row_size(DType::Q4_0, K);
-    group.resize(group_bytes);
-    KS_RETURN_IF_ERROR(f.rewrite_tensor(ti, [&](uint8_t* p) {
-      for (int64_t g = 0; g < n_groups; ++g) {  // one group at a time through a small copy
+Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
+                                                          std::unordered_map<std::string, Tensor>& tensors,
+                                                          const std::unordered_set<std::string>& skip) {
+  auto out = std::make_unique<RepackedWeights>();
+  if (!f.mapped()) {  // the File owns a buffer: regroup its Q4_0 matrices in place, a group at a time
+    std::vector<uint8_t> group;
+    for (const gguf::TensorInfo& ti : f.tensors()) {
+      if (!regroups(ti) || skip.count(ti.name)) continue;
+      const int64_t K = ti.ne[0];
+      const size_t group_bytes = 8 * dtype_row_size(DType::Q4_0, K);
+      group.resize(group_bytes);
+      uint8_t* p = f.owned_tensor_data(ti);
+      for (int64_t g = 0; g < ti.ne[1] / 8; ++g) {
         std::memcpy(group.data(), p + g * group_bytes, group_bytes);
         ref::q4_0_to_r8(group.data(), K, 8, p + g * group_bytes);
       }
-    }));
-    tensors.at(ti.name).type = DType::Q4_0_R8;
-    moved += ti.nbytes;
+      tensors.at(ti.name).type = DType::Q4_0_R8;
+      out->regrouped_ += ti.nbytes;
+    }
+    return out;
   }
-  return moved;
+  // Weight matrices (2+ dimensions): everything the matmuls stream through.
+  std::vector<const gguf::TensorInfo*> todo;
+  size_t arena = 0;
+  for (const gguf::TensorInfo& ti : f.tensors()) {
+    if (ti.n_dims < 2 || ti.nbytes == 0 || skip.count(ti.name)) continue;
+    todo.push_back(&ti);
+    arena += arena_share(ti);
+  }
+  if (todo.empty()) return out;
+  const size_t len = (arena + kHugePage - 1) / kHugePage * kHugePage;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return Error(KESTREL_ERR_OUT_OF_MEMORY, f.path() + ": no memory to place " + std::to_string(arena) +
+                                                " bytes of weights (" + std::strerror(errno) + ")");
+  out->maps_.emplace_back(m, len);
+  madvise(m, len, MADV_HUGEPAGE);  // a hint: without it, plain pages
+  uint8_t* at = static_cast<uint8_t*>(m);
+  for (const gguf::TensorInfo* ti : todo) {
+    place(*ti, f.tensor_data(*ti), at);
+    Tensor& t = tensors.at(ti->name);
+    t.data = at;
+    if (regroups(*ti)) {
+      t.type = DType::Q4_0_R8;
+      out->regrouped_ += ti->nbytes;
+    }
+    out->placed_ += ti->nbytes;
+    at += arena_share(*ti);
+  }
+  return out;
 }
 
 }  // namespace kestrel

@@ -1,10 +1,18 @@
-// Load-time weight layouts for the CPU backend's kernels: every 2-D Q4_0 matrix that fits is
-// regrouped eight rows at a time (Q4_0_R8, backends/ref/repacked.h), in place, so memory stays
-// the file's size. Done when the model's matmuls run on the CPU kernels (backend "cpu", or "auto"
-// resolving to it) and the CPU has AVX2; KESTREL_NO_REPACK=1 turns it off (A/B measurements).
+// Load-time placement of weights for the CPU backend's kernels. From a mapped file, every weight
+// matrix is copied into one anonymous arena backed by huge pages where the kernel grants them
+// (decode is TLB-bound on 4 KiB file pages: docs/PERF.md), and its file pages are released, so
+// the resident size stays the file's; 2-D Q4_0 matrices are regrouped on the way, eight rows at a
+// time (Q4_0_R8, backends/ref/repacked.h). A file read into memory has its Q4_0 matrices
+// regrouped in place. Done when the model's matmuls run on the CPU kernels (backend "cpu", or
+// "auto" resolving to it) and the CPU has AVX2; KESTREL_NO_REPACK=1 keeps the file's pages and
+// layouts (A/B runs, or to share one page cache between processes).
 #pragma once
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf.h"
@@ -12,10 +20,29 @@
 
 namespace kestrel {
 
+// The anonymous memory the placed weights live in.
+class RepackedWeights {
+ public:
+  RepackedWeights() = default;
+  ~RepackedWeights();
+  RepackedWeights(const RepackedWeights&) = delete;
+  RepackedWeights& operator=(const RepackedWeights&) = delete;
+  uint64_t placed_bytes() const { return placed_; }      // copied into the arena
+  uint64_t regrouped_bytes() const { return regrouped_; }  // now Q4_0_R8
+
+ private:
+  friend Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(
+      gguf::File&, std::unordered_map<std::string, Tensor>&, const std::unordered_set<std::string>&);
+  std::vector<std::pair<void*, size_t>> maps_;
+  uint64_t placed_ = 0, regrouped_ = 0;
+};
+
 // True when a model loaded for `backend` will have its weights read by the CPU backend's kernels.
 bool repack_applies(const std::string& backend);
-// Rewrites the eligible tensors of f in place and retypes their entries in `tensors`; returns the
-// number of bytes regrouped.
-Expected<uint64_t> repack_for_cpu(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors);
+// Places the weight matrices of f not named in `skip` (e.g. an embedding table only gathered
+// from) and points their entries in `tensors` at them, retyped where regrouped.
+Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
+                                                          std::unordered_map<std::string, Tensor>& tensors,
+                                                          const std::unordered_set<std::string>& skip);
 
 }  // namespace kestrel

@@ -4,7 +4,10 @@
 // puts it under this test; nothing here names one.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,8 +20,10 @@ using namespace kestrel;
 namespace {
 
 // Logits of a 12-token prompt (every position) followed by 3 single-token decode steps.
-std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string& backend, int threads) {
-  auto file = gguf::File::from_bytes(gguf, "<synth>");
+// From the bytes in memory, or (path given) from that file, mapped.
+std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string& backend, int threads,
+                             const std::string& path = "") {
+  auto file = path.empty() ? gguf::File::from_bytes(gguf, "<synth>") : gguf::File::open(path);
   REQUIRE_MESSAGE(file.ok(), file.status().to_string());
   ModelLoadOptions lo;
   lo.backend = backend;
@@ -98,42 +103,49 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   CHECK(configs >= 3 * 7);
 }
 
-// The CPU backend regroups Q4_0 matrices at load (model/repack.h): the same logits, bit for bit,
-// as with the file's layout, on every architecture.
-TEST_CASE("synthetic models: Q4_0 repacked at load gives the file layout's bits") {
+// The CPU backend places weights at load (model/repack.h): from a mapped file into huge pages,
+// Q4_0 regrouped; from memory, Q4_0 regrouped in place. Same logits, bit for bit, as the file's
+// pages and layout, on every architecture.
+TEST_CASE("synthetic models: weights placed and repacked at load give the file layout's bits") {
   if (!repack_applies("cpu")) {
-    MESSAGE("no AVX2/FMA (or KESTREL_NO_REPACK set): nothing is repacked");
+    MESSAGE("no AVX2/FMA (or KESTREL_NO_REPACK set): weights stay where the file has them");
     return;
   }
-  int repacked_configs = 0;
+  const std::string path = "/tmp/kestrel_test_repack_" + std::to_string(getpid()) + ".gguf";
+  int regrouped = 0;
   for (const ArchDef* arch : all_archs()) {
     for (const TinyConfig& tiny : arch->tiny) {
-      CAPTURE(tiny.name);
-      SynthOptions so;
-      so.weight_type = DType::Q4_0;
-      so.seed = 9;
-      auto w = synth_model(*arch, tiny, so);
-      REQUIRE_MESSAGE(w.ok(), w.status().to_string());
-      const std::vector<uint8_t> bytes = w.value().to_bytes();
-      {
-        auto file = gguf::File::from_bytes(bytes, "<synth>");
-        REQUIRE(file.ok());
-        ModelLoadOptions lo;
-        lo.backend = "cpu";
-        auto model = Model::from_file(std::move(file.value()), lo);
-        REQUIRE_MESSAGE(model.ok(), model.status().to_string());
-        const Tensor* out = model.value()->weights().output;
-        repacked_configs += out && out->type == DType::Q4_0_R8;
+      for (DType type : {DType::Q4_0, DType::Q8_0}) {
+        CAPTURE(tiny.name);
+        CAPTURE(dtype_name(type));
+        SynthOptions so;
+        so.weight_type = type;
+        so.seed = 9;
+        auto w = synth_model(*arch, tiny, so);
+        REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+        REQUIRE(w.value().write(path).ok());
+        const std::vector<uint8_t> bytes = w.value().to_bytes();
+        {
+          ModelLoadOptions lo;
+          lo.backend = "cpu";
+          auto model = Model::load(path, lo);
+          REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+          const Tensor* out = model.value()->weights().output;
+          regrouped += out && out->type == DType::Q4_0_R8;
+        }
+        const std::vector<float> in_memory = run_model(bytes, "cpu", 2), mapped = run_model(bytes, "cpu", 2, path);
+        setenv("KESTREL_NO_REPACK", "1", 1);
+        const std::vector<float> plain = run_model(bytes, "cpu", 2, path);
+        unsetenv("KESTREL_NO_REPACK");
+        REQUIRE(in_memory.size() == plain.size());
+        REQUIRE(mapped.size() == plain.size());
+        CHECK(std::memcmp(in_memory.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(mapped.data(), plain.data(), plain.size() * sizeof(float)) == 0);
       }
-      const std::vector<float> repacked = run_model(bytes, "cpu", 2);
-      setenv("KESTREL_NO_REPACK", "1", 1);
-      const std::vector<float> plain = run_model(bytes, "cpu", 2);
-      unsetenv("KESTREL_NO_REPACK");
-      REQUIRE(repacked.size() == plain.size());
-      CHECK(std::memcmp(repacked.data(), plain.data(), plain.size() * sizeof(float)) == 0);
     }
   }
-  CHECK(repacked_configs > 0);  // the test did exercise the repacked layout
+  std::remove(path.c_str());
+  CHECK(regrouped > 0);  // the test did exercise the regrouped layout
 }
 
 TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, not a crash") {
