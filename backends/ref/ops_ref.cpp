@@ -25,11 +25,12 @@ void get_rows(const Node& n, int64_t i0, int64_t i1) {
   const Tensor* table = n.src[0];
   const int32_t* ids = static_cast<const int32_t*>(n.src[1]->data);
   const int64_t K = table->ne[0];
-  if (table->type == DType::Q4_0_R8) {  // a row of the CPU backend's repacked layout
+  if (is_grouped(table->type)) {  // a row of one of the CPU backend's repacked layouts
     std::vector<uint8_t> row(table->row_bytes());
+    const ToFloatFn to_float = dtype_info(plain_type(table->type)).to_float;
     for (int64_t i = i0; i < i1; ++i) {
-      q4_0_r8_row(static_cast<const uint8_t*>(table->data), K, ids[i], row.data());
-      dtype_info(DType::Q4_0).to_float(row.data(), n.dst->f32(i), K);
+      grouped_row(table->type, static_cast<const uint8_t*>(table->data), K, ids[i], row.data());
+      to_float(row.data(), n.dst->f32(i), K);
     }
     return;
   }

@@ -1,24 +1,36 @@
-// Q4_0_R8: Q4_0 weights regrouped eight rows at a time, the layout the CPU backend repacks 2-D
-// Q4_0 matrices into at load (runtime/model/repack.cpp). The bytes are the file's, moved: group g
-// (rows 8g..8g+7) starts where row 8g did, and holds, for each pair of blocks (2p, 2p+1), 288 bytes:
-//     the 8 rows' fp16 scales of block 2p | the 8 rows' fp16 scales of block 2p+1 |
-//     for each row r: the 16 code bytes of block 2p, then those of block 2p+1
+// Grouped layouts: weights regrouped eight rows at a time, the layouts the CPU backend repacks 2-D
+// matrices into at load (runtime/model/repack.cpp). The bytes are the file's, moved. Rows are cut
+// into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q4_K: one 256-value super-block, 144
+// bytes); group g (rows 8g..8g+7) starts where row 8g did and holds its units in order, each unit
+// field by field with the eight rows' copies of a field side by side:
+//   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
+//                                 per row, the 16 code bytes of the first block then the second's
+//   Q4_K_R8, 1152 bytes per unit: 8 d | 8 dmin (fp16) | 8 x scale bytes 0-3 | 8 x bytes 4-7 |
+//                                 8 x bytes 8-11 | per row, the 128 code bytes
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
-// gather) and one row's two blocks of codes with one 32-byte load. A row is no longer contiguous:
-// only code that knows this layout may read such a tensor (the CPU kernels, and get_rows here).
+// gather) and a row's codes with whole-register loads. A row is no longer contiguous: only code
+// that knows these layouts may read such a tensor (the CPU kernels, and get_rows).
 #pragma once
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace kestrel::ref {
 
-constexpr int64_t kQ4_0R8PairBytes = 2 * 8 * 18;  // one pair of blocks of one 8-row group
+constexpr int64_t kQ4_0R8UnitBytes = 8 * 36;    // one pair of Q4_0 blocks of one 8-row group
+constexpr int64_t kQ4_KR8UnitBytes = 8 * 144;   // one Q4_K super-block of one 8-row group
 
-// True when a [K, n_rows] Q4_0 matrix can take the layout: whole pairs of blocks, whole groups.
-inline bool q4_0_r8_fits(int64_t K, int64_t n_rows) { return K % 64 == 0 && n_rows % 8 == 0; }
-// Rearranges n_rows (a multiple of 8) rows of K values from Q4_0 (src) into Q4_0_R8 (dst, the
-// same size; src and dst must not overlap).
-void q4_0_to_r8(const uint8_t* src, int64_t K, int64_t n_rows, uint8_t* dst);
-// Copies row r of a Q4_0_R8 matrix (base `data`, K values per row) out as a plain Q4_0 row.
-void q4_0_r8_row(const uint8_t* data, int64_t K, int64_t r, uint8_t* out);
+// The grouped layout of a file type (Q4_0 -> Q4_0_R8, Q4_K -> Q4_K_R8); the type itself if none.
+DType grouped_type(DType plain);
+// The file type a grouped layout holds (itself for any other type).
+DType plain_type(DType t);
+inline bool is_grouped(DType t) { return plain_type(t) != t; }
+// True when a [K, n_rows] matrix of `plain` can take its grouped layout: whole units, whole groups.
+bool grouped_fits(DType plain, int64_t K, int64_t n_rows);
+// Rearranges n_rows (a multiple of 8) rows of K values of type `plain` from src into its grouped
+// layout in dst (the same size; src and dst must not overlap).
+void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint8_t* dst);
+// Copies row r of a grouped matrix of type `grouped` (base `data`) out in its plain layout.
+void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8_t* out);
 
 }  // namespace kestrel::ref

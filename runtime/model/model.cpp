@@ -212,7 +212,10 @@ std::string Model::describe_json() const {
         {"kv_bytes_per_token", kv_per_token},
         {"kv_bytes_per_token_full_kv", kv_full_per_token},
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
-        {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab}}},
+        {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab},
+        // The CPU backend's load-time placement (model/repack.h): in huge pages, and regrouped.
+        {"weights_bytes_placed", repacked_ ? repacked_->placed_bytes() : 0},
+        {"weights_bytes_regrouped", repacked_ ? repacked_->regrouped_bytes() : 0}}},
       {"tensors", tensors},
   };
   return j.dump(2);

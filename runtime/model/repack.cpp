@@ -18,7 +18,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 constexpr int64_t kSlice = int64_t{2} << 20;  // bytes copied between two releases of file pages
 
 bool regroups(const gguf::TensorInfo& ti) {
-  return ti.type == DType::Q4_0 && ti.ne[2] == 1 && ti.ne[3] == 1 && ref::q4_0_r8_fits(ti.ne[0], ti.ne[1]);
+  return ti.ne[2] == 1 && ti.ne[3] == 1 && ref::grouped_fits(ti.type, ti.ne[0], ti.ne[1]);
 }
 size_t arena_share(const gguf::TensorInfo& ti) { return (ti.nbytes + 63) / 64 * 64; }
 
@@ -37,13 +37,13 @@ void place(const gguf::TensorInfo& ti, const uint8_t* src, uint8_t* dst) {
   const int64_t K = ti.ne[0];
   const bool regroup = regroups(ti);
   // A slice is whole 8-row groups when regrouping.
-  const int64_t unit = regroup ? 8 * static_cast<int64_t>(dtype_row_size(DType::Q4_0, K)) : 1;
+  const int64_t unit = regroup ? 8 * static_cast<int64_t>(dtype_row_size(ti.type, K)) : 1;
   const int64_t step = std::max<int64_t>(1, kSlice / unit) * unit;
   const uint8_t* released = src;
   for (int64_t at = 0; at < n; at += step) {
     const int64_t len = std::min(step, n - at);
     if (regroup) {
-      ref::q4_0_to_r8(src + at, K, 8 * (len / unit), dst + at);
+      ref::to_grouped(ti.type, src + at, K, 8 * (len / unit), dst + at);
     } else {
       std::memcpy(dst + at, src + at, static_cast<size_t>(len));
     }
@@ -70,19 +70,19 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
                                                           std::unordered_map<std::string, Tensor>& tensors,
                                                           const std::unordered_set<std::string>& skip) {
   auto out = std::make_unique<RepackedWeights>();
-  if (!f.mapped()) {  // the File owns a buffer: regroup its Q4_0 matrices in place, a group at a time
+  if (!f.mapped()) {  // the File owns a buffer: regroup in place, a group at a time
     std::vector<uint8_t> group;
     for (const gguf::TensorInfo& ti : f.tensors()) {
       if (!regroups(ti) || skip.count(ti.name)) continue;
       const int64_t K = ti.ne[0];
-      const size_t group_bytes = 8 * dtype_row_size(DType::Q4_0, K);
+      const size_t group_bytes = 8 * dtype_row_size(ti.type, K);
       group.resize(group_bytes);
       uint8_t* p = f.owned_tensor_data(ti);
       for (int64_t g = 0; g < ti.ne[1] / 8; ++g) {
         std::memcpy(group.data(), p + g * group_bytes, group_bytes);
-        ref::q4_0_to_r8(group.data(), K, 8, p + g * group_bytes);
+        ref::to_grouped(ti.type, group.data(), K, 8, p + g * group_bytes);
       }
-      tensors.at(ti.name).type = DType::Q4_0_R8;
+      tensors.at(ti.name).type = ref::grouped_type(ti.type);
       out->regrouped_ += ti.nbytes;
     }
     return out;
@@ -109,7 +109,7 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
     Tensor& t = tensors.at(ti->name);
     t.data = at;
     if (regroups(*ti)) {
-      t.type = DType::Q4_0_R8;
+      t.type = ref::grouped_type(ti->type);
       out->regrouped_ += ti->nbytes;
     }
     out->placed_ += ti->nbytes;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/ref/repacked.h"
 #include "engine/context.h"
 #include "model/repack.h"
 #include "model/synth.h"
@@ -104,7 +105,7 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
 }
 
 // The CPU backend places weights at load (model/repack.h): from a mapped file into huge pages,
-// Q4_0 regrouped; from memory, Q4_0 regrouped in place. Same logits, bit for bit, as the file's
+// Q4_0 and Q4_K regrouped; from memory, regrouped in place. Same logits, bit for bit, as the file's
 // pages and layout, on every architecture.
 TEST_CASE("synthetic models: weights placed and repacked at load give the file layout's bits") {
   if (!repack_applies("cpu")) {
@@ -115,7 +116,7 @@ TEST_CASE("synthetic models: weights placed and repacked at load give the file l
   int regrouped = 0;
   for (const ArchDef* arch : all_archs()) {
     for (const TinyConfig& tiny : arch->tiny) {
-      for (DType type : {DType::Q4_0, DType::Q8_0}) {
+      for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
         CAPTURE(tiny.name);
         CAPTURE(dtype_name(type));
         SynthOptions so;
@@ -131,7 +132,7 @@ TEST_CASE("synthetic models: weights placed and repacked at load give the file l
           auto model = Model::load(path, lo);
           REQUIRE_MESSAGE(model.ok(), model.status().to_string());
           const Tensor* out = model.value()->weights().output;
-          regrouped += out && out->type == DType::Q4_0_R8;
+          regrouped += out && ref::is_grouped(out->type);
         }
         const std::vector<float> in_memory = run_model(bytes, "cpu", 2), mapped = run_model(bytes, "cpu", 2, path);
         setenv("KESTREL_NO_REPACK", "1", 1);

@@ -112,62 +112,70 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   }
 }
 
-// The CPU backend's load-time layout (backends/ref/repacked.h): a Q4_0 matrix regrouped into
-// Q4_0_R8 gives plain Q4_0's bits through the fused kernels, the tiled GEMM and GET_ROWS, and the
+// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0 or Q4_K matrix regrouped
+// gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS, and the
 // layout gives every row back byte for byte.
-TEST_CASE("Q4_0_R8: the repacked layout gives plain Q4_0's bits in MATMUL and GET_ROWS") {
+TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MATMUL and GET_ROWS") {
   if (!cpu::has_avx2_fma()) {
     MESSAGE("no AVX2/FMA: weights are never repacked");
     return;
   }
   std::mt19937 rng(33);
-  const int64_t fused = cpu::qdirect_max_cols(DType::Q4_0_R8);
-  REQUIRE(fused == cpu::qdirect_max_cols(DType::Q4_0));
-  for (int64_t K : {64, 320, 2048}) {
-    for (int64_t N : {8, 24, 40}) {
-      CAPTURE(K);
-      CAPTURE(N);
-      REQUIRE(ref::q4_0_r8_fits(K, N));
-      Buffers buf;
-      Tensor w = buf.tensor(DType::Q4_0, K, N);
-      fill_random_weights(w, rng);
-      Tensor wr = buf.tensor(DType::Q4_0, K, N);
-      ref::q4_0_to_r8(static_cast<const uint8_t*>(w.data), K, N, static_cast<uint8_t*>(wr.data));
-      wr.type = DType::Q4_0_R8;
-      std::vector<uint8_t> row(w.row_bytes());
-      int rows_differ = 0;
-      for (int64_t r = 0; r < N; ++r) {
-        ref::q4_0_r8_row(static_cast<const uint8_t*>(wr.data), K, r, row.data());
-        rows_differ += std::memcmp(row.data(), w.row(r), row.size()) != 0;
-      }
-      CHECK(rows_differ == 0);
-      CHECK(std::memcmp(w.data, wr.data, w.n_bytes()) != 0);  // the layout did move the bytes
-
-      const int64_t kCols = fused + 3;
-      Tensor x = buf.tensor(DType::F32, K, kCols);
-      fill_random(x, rng);
-      for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, fused, fused + 1, fused + 3}) {
-        for (int threads : {1, 2, 3}) {
-          CAPTURE(m);
-          CAPTURE(threads);
-          const std::vector<float> want = run_matmul(w, x, m, threads), got = run_matmul(wr, x, m, threads);
-          int bad = 0;
-          for (size_t i = 0; i < want.size(); ++i) bad += !same_bits(got[i], want[i]);
-          CHECK_MESSAGE(bad == 0, bad << " of " << want.size() << " results differ from plain Q4_0's");
+  for (DType plain : {DType::Q4_0, DType::Q4_K}) {
+    const DType grouped = ref::grouped_type(plain);
+    REQUIRE(grouped != plain);
+    REQUIRE(ref::plain_type(grouped) == plain);
+    const int64_t fused = cpu::qdirect_max_cols(grouped);
+    REQUIRE(fused == cpu::qdirect_max_cols(plain));
+    const std::vector<int64_t> Ks = plain == DType::Q4_0 ? std::vector<int64_t>{64, 320, 2048}
+                                                         : std::vector<int64_t>{256, 768, 2048};
+    for (int64_t K : Ks) {
+      for (int64_t N : {8, 24, 40}) {
+        CAPTURE(dtype_name(grouped));
+        CAPTURE(K);
+        CAPTURE(N);
+        REQUIRE(ref::grouped_fits(plain, K, N));
+        Buffers buf;
+        Tensor w = buf.tensor(plain, K, N);
+        fill_random_weights(w, rng);
+        Tensor wr = buf.tensor(plain, K, N);
+        ref::to_grouped(plain, static_cast<const uint8_t*>(w.data), K, N, static_cast<uint8_t*>(wr.data));
+        wr.type = grouped;
+        std::vector<uint8_t> row(w.row_bytes());
+        int rows_differ = 0;
+        for (int64_t r = 0; r < N; ++r) {
+          ref::grouped_row(grouped, static_cast<const uint8_t*>(wr.data), K, r, row.data());
+          rows_differ += std::memcmp(row.data(), w.row(r), row.size()) != 0;
         }
-      }
+        CHECK(rows_differ == 0);
+        CHECK(std::memcmp(w.data, wr.data, w.n_bytes()) != 0);  // the layout did move the bytes
 
-      std::vector<int32_t> ids = {0, static_cast<int32_t>(N - 1), 3, 3, static_cast<int32_t>(N / 2 + 1)};
-      std::vector<float> rows_plain, rows_grouped;
-      for (const Tensor* table : {&w, &wr}) {
-        Case c;
-        Tensor* id = c.g.external(make_tensor(DType::I32, static_cast<int64_t>(ids.size()), 1, 1, 1, ids.data()));
-        Tensor* dst = output(c, K, static_cast<int64_t>(ids.size()));
-        c.g.add(Op::GET_ROWS, dst, c.g.external(*table), id);
-        run_graph(*make_cpu_backend(2), c.g);
-        (table == &w ? rows_plain : rows_grouped).assign(dst->f32(0), dst->f32(0) + K * ids.size());
+        const int64_t kCols = fused + 3;
+        Tensor x = buf.tensor(DType::F32, K, kCols);
+        fill_random(x, rng);
+        for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, fused, fused + 1, fused + 3}) {
+          for (int threads : {1, 2, 3}) {
+            CAPTURE(m);
+            CAPTURE(threads);
+            const std::vector<float> want = run_matmul(w, x, m, threads), got = run_matmul(wr, x, m, threads);
+            int bad = 0;
+            for (size_t i = 0; i < want.size(); ++i) bad += !same_bits(got[i], want[i]);
+            CHECK_MESSAGE(bad == 0, bad << " of " << want.size() << " results differ from the plain type's");
+          }
+        }
+
+        std::vector<int32_t> ids = {0, static_cast<int32_t>(N - 1), 3, 3, static_cast<int32_t>(N / 2 + 1)};
+        std::vector<float> rows_plain, rows_grouped;
+        for (const Tensor* table : {&w, &wr}) {
+          Case c;
+          Tensor* id = c.g.external(make_tensor(DType::I32, static_cast<int64_t>(ids.size()), 1, 1, 1, ids.data()));
+          Tensor* dst = output(c, K, static_cast<int64_t>(ids.size()));
+          c.g.add(Op::GET_ROWS, dst, c.g.external(*table), id);
+          run_graph(*make_cpu_backend(2), c.g);
+          (table == &w ? rows_plain : rows_grouped).assign(dst->f32(0), dst->f32(0) + K * ids.size());
+        }
+        CHECK(std::memcmp(rows_plain.data(), rows_grouped.data(), rows_plain.size() * sizeof(float)) == 0);
       }
-      CHECK(std::memcmp(rows_plain.data(), rows_grouped.data(), rows_plain.size() * sizeof(float)) == 0);
     }
   }
 }

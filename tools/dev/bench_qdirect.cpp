@@ -4,7 +4,7 @@
 // (512 MiB) its speed from DRAM. Not a test; docs/PERF.md quotes it.
 //
 //   kestrel_bench_qdirect TYPE K N [REPS] [COLS]      e.g.  q4_0 2048 64 20000   or   q4_0 2048 262144 3
-// TYPE may also be q4_0_r8, Q4_0 in the CPU backend's repacked layout.
+// TYPE may also be q4_0_r8 or q4_K_r8, Q4_0 / Q4_K in the CPU backend's repacked layouts.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,9 +25,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   DType t{};
-  // q4_0_r8: Q4_0 in the CPU backend's load-time layout (not a file type, so named here).
-  const bool grouped = std::strcmp(argv[1], "q4_0_r8") == 0;
-  const bool found = grouped ? (t = DType::Q4_0_R8, true) : dtype_from_name(argv[1], &t);
+  // q4_0_r8 / q4_K_r8: the CPU backend's load-time layouts (not file types, so named here).
+  bool found = true;
+  if (std::strcmp(argv[1], "q4_0_r8") == 0) {
+    t = DType::Q4_0_R8;
+  } else if (std::strcmp(argv[1], "q4_K_r8") == 0) {
+    t = DType::Q4_K_R8;
+  } else {
+    found = dtype_from_name(argv[1], &t);
+  }
+  const bool grouped = ref::is_grouped(t);
   const int64_t K = std::atoll(argv[2]), N = std::atoll(argv[3]);
   const int reps = argc > 4 ? std::atoi(argv[4]) : 100;
   const int64_t cols = argc > 5 ? std::atoll(argv[5]) : 1;
@@ -43,15 +50,15 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> row(static_cast<size_t>(K));
-  const FromFloatFn quantize = dtype_info(grouped ? DType::Q4_0 : t).from_float;
+  const FromFloatFn quantize = dtype_info(ref::plain_type(t)).from_float;
   for (int64_t r = 0; r < N; ++r) {
     for (float& v : row) v = nd(rng);
     quantize(row.data(), w.data() + r * rb, K);
   }
   if (grouped) {
-    if (!ref::q4_0_r8_fits(K, N)) return 1;
+    if (!ref::grouped_fits(ref::plain_type(t), K, N)) return 1;
     const std::vector<uint8_t> plain = w;
-    ref::q4_0_to_r8(plain.data(), K, N, w.data());
+    ref::to_grouped(ref::plain_type(t), plain.data(), K, N, w.data());
   }
   cpu::QuantizedActs xa;
   xa.resize(K, cols);

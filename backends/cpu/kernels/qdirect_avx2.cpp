@@ -1,9 +1,9 @@
 // Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
 // Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0, Q5_0 and Q5_1 one block per
 // register; eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four
-// activation columns. Decode reads each weight
-// byte once and writes nothing back, so it can run at memory speed. Also the entry points
-// qdirect_supports/qdirect_dot for every fused type (the K-quants are in qdirect_k_avx2.cpp).
+// activation columns. Decode reads each weight byte once and writes nothing back, so it can run
+// at memory speed. Also the entry points qdirect_supports/qdirect_dot for every fused type (the
+// K-quants are in qdirect_k_avx2.cpp).
 #if defined(__x86_64__)
 #include <algorithm>
 #include <climits>
@@ -162,10 +162,10 @@ struct RowMajor {
 struct Grouped8 {
   static constexpr bool kGrouped = true;
   static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
-    return load32(w + (u / 2) * ref::kQ4_0R8PairBytes + 32 + 32 * row);
+    return load32(w + (u / 2) * ref::kQ4_0R8UnitBytes + 32 + 32 * row);
   }
   static void scales(const uint8_t* w, __m256i, int64_t u, __m256& d0, __m256& d1, __m256i& w0, __m256i& w1) {
-    const uint8_t* p = w + (u / 2) * ref::kQ4_0R8PairBytes;
+    const uint8_t* p = w + (u / 2) * ref::kQ4_0R8UnitBytes;
     d0 = _mm256_cvtph_ps(load16(p)), d1 = _mm256_cvtph_ps(load16(p + 16));
     w0 = w1 = _mm256_setzero_si256();  // only Q4_1's m reads the words
   }
@@ -281,7 +281,9 @@ constexpr Rows8Fn kPairs[4] = {rows8_pairs<F, L, 1>, rows8_pairs<F, L, 2>, rows8
 template <class F>
 constexpr Rows8Fn kSingle[4] = {rows8_single<F, 1>, rows8_single<F, 2>, rows8_single<F, 3>, rows8_single<F, 4>};
 
-bool uses_pairs(DType t) { return t == DType::Q4_0 || t == DType::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4; }
+bool uses_pairs(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4;
+}
 
 }  // namespace
 
@@ -316,7 +318,7 @@ int64_t qdirect_max_cols(DType w) {
     case DType::Q4_0: case DType::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;
     case DType::IQ4_NL: case DType::MXFP4: return 64;
-    case DType::Q4_K: case DType::Q5_K: return 48;
+    case DType::Q4_K: case DType::Q4_K_R8: case DType::Q5_K: return 48;
     case DType::Q5_0: case DType::Q6_K: return 40;
     case DType::Q5_1: case DType::Q8_0: return 32;
     default: return 0;

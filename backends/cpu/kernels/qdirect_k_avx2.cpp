@@ -1,5 +1,6 @@
-// Fused decode kernels for the K-quants (AVX2): Q4_K, Q5_K and Q6_K against Q8_K activations,
-// eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four columns.
+// Fused decode kernels for the K-quants (AVX2): Q4_K (also in its repacked layout Q4_K_R8), Q5_K
+// and Q6_K against Q8_K activations, eight rows per pass with one row per float lane
+// (qdirect_avx2.h), for up to four columns.
 // Per super-block and row the integer sums stay in registers; the eight rows' totals then take
 // one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
 #if defined(__x86_64__)
@@ -8,6 +9,7 @@
 
 #include "backends/cpu/kernels/qdirect_avx2.h"
 #include "backends/ref/quant_blocks.h"
+#include "backends/ref/repacked.h"
 
 namespace kestrel::cpu::qdirect {
 namespace {
@@ -25,7 +27,26 @@ struct Q4kScales {
     mn[0] = w[1] & k6;
     mn[1] = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
   }
+  uint64_t scales8() const { return sc[0] | uint64_t{sc[1]} << 32; }
+  uint64_t mins8() const { return mn[0] | uint64_t{mn[1]} << 32; }
 };
+
+// The same unpacking for the eight rows of a Q4_K_R8 super-block at once (its scale bytes 0-3,
+// 4-7 and 8-11 of the eight rows are three registers): row r's eight scales and eight mins as
+// the bytes of sc[r] and mn[r].
+inline void q4k_scales_rows8(const uint8_t* unit, uint64_t* sc, uint64_t* mn) {
+  const __m256i w0 = load32(unit + 32), w1 = load32(unit + 64), w2 = load32(unit + 96);
+  const __m256i k6 = _mm256_set1_epi32(0x3f3f3f3f), k4 = _mm256_set1_epi32(0x0f0f0f0f), k2 = _mm256_set1_epi32(0x03030303);
+  auto top2 = [&](__m256i w) { return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 6), k2), 4); };
+  // lo / hi: one 32-bit word per row; stored as one 64-bit entry per row, in row order.
+  auto store_rows = [](__m256i lo, __m256i hi, uint64_t* out) {
+    const __m256i a = _mm256_unpacklo_epi32(lo, hi), b = _mm256_unpackhi_epi32(lo, hi);  // rows 0 1 4 5 | 2 3 6 7
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(a, b, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), _mm256_permute2x128_si256(a, b, 0x31));
+  };
+  store_rows(_mm256_and_si256(w0, k6), _mm256_or_si256(_mm256_and_si256(w2, k4), top2(w0)), sc);
+  store_rows(_mm256_and_si256(w1, k6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), k4), top2(w1)), mn);
+}
 
 // The activations' sums of the eight 32-value sub-blocks, bs[2j] + bs[2j+1], in order.
 inline __m256i pair_sums(const int32_t* bs) {
@@ -35,19 +56,19 @@ inline __m256i pair_sums(const int32_t* bs) {
 
 // One super-block of one Q4_K/Q5_K row against NC columns: the scale-weighted code sums (isum)
 // and the mins times the sub-blocks' activation sums (mins), as lane partials.
-template <class B, int NC>
-inline void k45_row(const B& b, const int8_t* const* qx, const __m256i* ps, __m256i* isum, __m256i* mins) {
-  constexpr bool kFive = std::is_same_v<B, block_q5_K>;
-  const Q4kScales sm(b.scales);
-  const __m256i sc = _mm256_broadcastsi128_si256(
-      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sm.sc[1]), static_cast<int>(sm.sc[0]))));
-  const __m256i mn = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sm.mn[1]), static_cast<int>(sm.mn[0])));
+// sc8/mn8: the row's eight scales and mins, one per byte; qs its 128 code bytes, qh (Q5_K) its
+// fifth bits.
+template <bool kFive, int NC>
+inline void k45_row(uint64_t sc8, uint64_t mn8, const uint8_t* qs, const uint8_t* qh_bytes, const int8_t* const* qx,
+                    const __m256i* ps, __m256i* isum, __m256i* mins) {
+  const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+  const __m256i mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256(), mins[c] = _mm256_mullo_epi32(mn, ps[c]);
   __m256i qh = _mm256_setzero_si256();
-  if constexpr (kFive) qh = load32(b.qh);
+  if constexpr (kFive) qh = load32(qh_bytes);
   for (int j = 0; j < 4; ++j) {
-    const __m256i raw = load32(b.qs + 32 * j);
+    const __m256i raw = load32(qs + 32 * j);
     __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
     if constexpr (kFive) {  // bits 2j and 2j+1 of qh, moved to bit 4 of each byte
       const __m256i one = _mm256_set1_epi8(1);
@@ -68,8 +89,11 @@ inline void k45_row(const B& b, const int8_t* const* qx, const __m256i* ps, __m2
 }
 
 // Q4_K/Q5_K x Q8_K, per super-block:  d dx sum_j sc_j sum(q qx)  -  dmin dx sum_j m_j sum_j(qx).
-template <class B, int NC>
+// kGrouped: Q4_K in its Q4_K_R8 layout (one stream, no gather, scales unpacked for 8 rows at once).
+template <class B, bool kGrouped, int NC>
 void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  static_assert(!kGrouped || std::is_same_v<B, block_q4_K>, "only Q4_K has a grouped layout");
+  constexpr bool kFive = std::is_same_v<B, block_q5_K>;
   constexpr int64_t kB = sizeof(B);
   const int64_t K = x.K, nsb = K / QK_K;
   const __m256i off = row_offsets(rb);
@@ -77,26 +101,44 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   const GroupPrefetch pf(w, rb, nsb);
   for (int64_t s = 0; s < nsb; ++s) {
-    pf.step(s);
+    if constexpr (!kGrouped) pf.step(s);  // the grouped stream needs none (qdirect_avx2.cpp)
     const int8_t* qx[NC];
     __m256i ps[NC];
     for (int c = 0; c < NC; ++c) {
       qx[c] = x.q.data() + (c0 + c) * K + s * QK_K;
       ps[c] = pair_sums(x.bs.data() + (c0 + c) * (K / 16) + 16 * s);
     }
+    const uint8_t* unit = w + s * ref::kQ4_KR8UnitBytes;  // kGrouped only
+    alignas(32) uint64_t gsc[8], gmn[8];
+    if constexpr (kGrouped) q4k_scales_rows8(unit, gsc, gmn);
     RowSums ri[NC], rm[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
       __m256i isum[2][NC], mins[2][NC];
-      for (int k = 0; k < 2; ++k)
-        k45_row<B, NC>(*reinterpret_cast<const B*>(w + (2 * rp + k) * rb + s * kB), qx, ps, isum[k], mins[k]);
+      for (int k = 0; k < 2; ++k) {
+        const int r = 2 * rp + k;
+        if constexpr (kGrouped) {
+          k45_row<false, NC>(gsc[r], gmn[r], unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
+        } else {
+          const B& b = *reinterpret_cast<const B*>(w + r * rb + s * kB);
+          const Q4kScales sm(b.scales);
+          const uint8_t* qh = nullptr;
+          if constexpr (kFive) qh = b.qh;
+          k45_row<kFive, NC>(sm.scales8(), sm.mins8(), b.qs, qh, qx, ps, isum[k], mins[k]);
+        }
+      }
       for (int c = 0; c < NC; ++c) {
         ri[c].pair(rp, isum[0][c], isum[1][c]);
         rm[c].pair(rp, mins[0][c], mins[1][c]);
       }
     }
-    const __m256i words = gather_words(w + s * kB, off);  // d | dmin << 16
-    const __m256 d = f16_low(words), dmin = f16_high(words);
+    __m256 d, dmin;
+    if constexpr (kGrouped) {
+      d = _mm256_cvtph_ps(load16(unit)), dmin = _mm256_cvtph_ps(load16(unit + 16));
+    } else {
+      const __m256i words = gather_words(w + s * kB, off);  // d | dmin << 16
+      d = f16_low(words), dmin = f16_high(words);
+    }
     for (int c = 0; c < NC; ++c) {
       const float dx = x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)];
       acc[c] = fma_block(ri[c].total(), d, dx, acc[c]);
@@ -176,8 +218,9 @@ void rows8_q6_k(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
 }
 
-template <class B>
-constexpr Rows8Fn kK45[4] = {rows8_k45<B, 1>, rows8_k45<B, 2>, rows8_k45<B, 3>, rows8_k45<B, 4>};
+template <class B, bool kGrouped = false>
+constexpr Rows8Fn kK45[4] = {rows8_k45<B, kGrouped, 1>, rows8_k45<B, kGrouped, 2>, rows8_k45<B, kGrouped, 3>,
+                             rows8_k45<B, kGrouped, 4>};
 constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_q6_k<4>};
 
 }  // namespace
@@ -185,6 +228,7 @@ constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_
 const Rows8Fn* kquant_kernels(DType t) {
   switch (t) {
     case DType::Q4_K: return kK45<block_q4_K>;
+    case DType::Q4_K_R8: return kK45<block_q4_K, true>;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;
     default: return nullptr;
