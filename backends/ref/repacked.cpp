@@ -85,10 +85,30 @@ void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint
 
 void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8_t* out) {
   const Layout& l = *layout_of(grouped);
-  const int64_t nu = K / l.unit_values, rb = nu * l.unit_bytes;
+  const int64_t nu = K / l.unit_values, rb = nu * l.unit_bytes, rr = r % 8;
   const uint8_t* group = data + (r / 8) * 8 * rb;
-  for (int64_t u = 0; u < nu; ++u)
-    for_each_piece(l, u, r % 8, [&](int64_t from, int64_t to, int len) { std::memcpy(out + from, group + to, len); });
+  // The two layouts spelled out (fixed-size copies): the tiled GEMM unpacks every row this way.
+  if (grouped == DType::Q4_K_R8) {
+    for (int64_t u = 0; u < nu; ++u) {
+      const uint8_t* in = group + u * kQ4_KR8UnitBytes;
+      uint8_t* o = out + u * 144;
+      std::memcpy(o, in + 2 * rr, 2);
+      std::memcpy(o + 2, in + 16 + 2 * rr, 2);
+      std::memcpy(o + 4, in + 32 + 4 * rr, 4);
+      std::memcpy(o + 8, in + 64 + 4 * rr, 4);
+      std::memcpy(o + 12, in + 96 + 4 * rr, 4);
+      std::memcpy(o + 16, in + 128 + 128 * rr, 128);
+    }
+    return;
+  }
+  for (int64_t u = 0; u < nu; ++u) {  // Q4_0_R8
+    const uint8_t* in = group + u * kQ4_0R8UnitBytes;
+    uint8_t* o = out + u * 36;
+    std::memcpy(o, in + 2 * rr, 2);
+    std::memcpy(o + 18, in + 16 + 2 * rr, 2);
+    std::memcpy(o + 2, in + 32 + 32 * rr, 16);
+    std::memcpy(o + 20, in + 48 + 32 * rr, 16);
+  }
 }
 
 }  // namespace kestrel::ref

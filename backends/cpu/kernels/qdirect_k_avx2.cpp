@@ -16,37 +16,27 @@ namespace {
 
 // Q4_K/Q5_K's twelve scale bytes unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
 // bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7).
+// Scalar on purpose: it runs on the integer ALUs, which the vector code leaves idle (unpacking
+// the eight rows of a Q4_K_R8 super-block at once in vector registers measured slower).
 struct Q4kScales {
   uint32_t sc[2], mn[2];  // eight 6-bit scales, eight 6-bit mins, one per byte
-  explicit Q4kScales(const uint8_t* q) {
-    uint32_t w[3];
-    std::memcpy(w, q, 12);
+  explicit Q4kScales(const uint8_t* q) : Q4kScales(word(q), word(q + 4), word(q + 8)) {}
+  static uint32_t word(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  Q4kScales(uint32_t w0, uint32_t w1, uint32_t w2) {
+    const uint32_t w[3] = {w0, w1, w2};
     constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
     sc[0] = w[0] & k6;
     sc[1] = (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
     mn[0] = w[1] & k6;
     mn[1] = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
   }
-  uint64_t scales8() const { return sc[0] | uint64_t{sc[1]} << 32; }
-  uint64_t mins8() const { return mn[0] | uint64_t{mn[1]} << 32; }
+  __m128i scales8() const { return _mm_cvtsi64_si128(static_cast<int64_t>(sc[0] | uint64_t{sc[1]} << 32)); }
+  __m128i mins8() const { return _mm_cvtsi64_si128(static_cast<int64_t>(mn[0] | uint64_t{mn[1]} << 32)); }
 };
-
-// The same unpacking for the eight rows of a Q4_K_R8 super-block at once (its scale bytes 0-3,
-// 4-7 and 8-11 of the eight rows are three registers): row r's eight scales and eight mins as
-// the bytes of sc[r] and mn[r].
-inline void q4k_scales_rows8(const uint8_t* unit, uint64_t* sc, uint64_t* mn) {
-  const __m256i w0 = load32(unit + 32), w1 = load32(unit + 64), w2 = load32(unit + 96);
-  const __m256i k6 = _mm256_set1_epi32(0x3f3f3f3f), k4 = _mm256_set1_epi32(0x0f0f0f0f), k2 = _mm256_set1_epi32(0x03030303);
-  auto top2 = [&](__m256i w) { return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 6), k2), 4); };
-  // lo / hi: one 32-bit word per row; stored as one 64-bit entry per row, in row order.
-  auto store_rows = [](__m256i lo, __m256i hi, uint64_t* out) {
-    const __m256i a = _mm256_unpacklo_epi32(lo, hi), b = _mm256_unpackhi_epi32(lo, hi);  // rows 0 1 4 5 | 2 3 6 7
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(a, b, 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), _mm256_permute2x128_si256(a, b, 0x31));
-  };
-  store_rows(_mm256_and_si256(w0, k6), _mm256_or_si256(_mm256_and_si256(w2, k4), top2(w0)), sc);
-  store_rows(_mm256_and_si256(w1, k6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), k4), top2(w1)), mn);
-}
 
 // The activations' sums of the eight 32-value sub-blocks, bs[2j] + bs[2j+1], in order.
 inline __m256i pair_sums(const int32_t* bs) {
@@ -56,13 +46,13 @@ inline __m256i pair_sums(const int32_t* bs) {
 
 // One super-block of one Q4_K/Q5_K row against NC columns: the scale-weighted code sums (isum)
 // and the mins times the sub-blocks' activation sums (mins), as lane partials.
-// sc8/mn8: the row's eight scales and mins, one per byte; qs its 128 code bytes, qh (Q5_K) its
-// fifth bits.
+// sc8/mn8: the row's eight scales and mins, one per byte, in the low 64 bits; qs its 128 code
+// bytes, qh (Q5_K) its fifth bits.
 template <bool kFive, int NC>
-inline void k45_row(uint64_t sc8, uint64_t mn8, const uint8_t* qs, const uint8_t* qh_bytes, const int8_t* const* qx,
+inline void k45_row(__m128i sc8, __m128i mn8, const uint8_t* qs, const uint8_t* qh_bytes, const int8_t* const* qx,
                     const __m256i* ps, __m256i* isum, __m256i* mins) {
-  const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-  const __m256i mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
+  const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+  const __m256i mn = _mm256_cvtepu8_epi32(mn8);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256(), mins[c] = _mm256_mullo_epi32(mn, ps[c]);
   __m256i qh = _mm256_setzero_si256();
@@ -89,7 +79,7 @@ inline void k45_row(uint64_t sc8, uint64_t mn8, const uint8_t* qs, const uint8_t
 }
 
 // Q4_K/Q5_K x Q8_K, per super-block:  d dx sum_j sc_j sum(q qx)  -  dmin dx sum_j m_j sum_j(qx).
-// kGrouped: Q4_K in its Q4_K_R8 layout (one stream, no gather, scales unpacked for 8 rows at once).
+// kGrouped: Q4_K in its Q4_K_R8 layout (one stream, no gather).
 template <class B, bool kGrouped, int NC>
 void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   static_assert(!kGrouped || std::is_same_v<B, block_q4_K>, "only Q4_K has a grouped layout");
@@ -109,8 +99,6 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
       ps[c] = pair_sums(x.bs.data() + (c0 + c) * (K / 16) + 16 * s);
     }
     const uint8_t* unit = w + s * ref::kQ4_KR8UnitBytes;  // kGrouped only
-    alignas(32) uint64_t gsc[8], gmn[8];
-    if constexpr (kGrouped) q4k_scales_rows8(unit, gsc, gmn);
     RowSums ri[NC], rm[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
@@ -118,7 +106,10 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
       for (int k = 0; k < 2; ++k) {
         const int r = 2 * rp + k;
         if constexpr (kGrouped) {
-          k45_row<false, NC>(gsc[r], gmn[r], unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
+          // Row r's scale bytes 0-3, 4-7 and 8-11 sit in three planes of the unit.
+          const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), Q4kScales::word(unit + 64 + 4 * r),
+                             Q4kScales::word(unit + 96 + 4 * r));
+          k45_row<false, NC>(sm.scales8(), sm.mins8(), unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
         } else {
           const B& b = *reinterpret_cast<const B*>(w + r * rb + s * kB);
           const Q4kScales sm(b.scales);
