@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/simd.h"
 #include "backends/ref/repacked.h"
@@ -55,7 +56,7 @@ void place(const gguf::TensorInfo& ti, const uint8_t* src, uint8_t* dst) {
 }  // namespace
 
 RepackedWeights::~RepackedWeights() {
-  for (auto& [p, n] : maps_) munmap(p, n);
+  if (map_) munmap(map_, map_len_);
 }
 
 bool repack_applies(const std::string& backend) {
@@ -101,7 +102,7 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
   if (m == MAP_FAILED)
     return Error(KESTREL_ERR_OUT_OF_MEMORY, f.path() + ": no memory to place " + std::to_string(arena) +
                                                 " bytes of weights (" + std::strerror(errno) + ")");
-  out->maps_.emplace_back(m, len);
+  out->map_ = m, out->map_len_ = len;
   madvise(m, len, MADV_HUGEPAGE);  // a hint: without it, plain pages
   uint8_t* at = static_cast<uint8_t*>(m);
   for (const gguf::TensorInfo* ti : todo) {

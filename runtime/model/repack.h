@@ -11,8 +11,6 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
-#include <utility>
-#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf.h"
@@ -33,7 +31,8 @@ class RepackedWeights {
  private:
   friend Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(
       gguf::File&, std::unordered_map<std::string, Tensor>&, const std::unordered_set<std::string>&);
-  std::vector<std::pair<void*, size_t>> maps_;
+  void* map_ = nullptr;  // the arena (mapped files only)
+  size_t map_len_ = 0;
   uint64_t placed_ = 0, regrouped_ = 0;
 };
 

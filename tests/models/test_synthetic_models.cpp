@@ -57,6 +57,16 @@ std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string
   return out;
 }
 
+// A random-weight model of one tiny configuration, as a GGUF writer.
+gguf::Writer synth(const ArchDef& arch, const TinyConfig& tiny, DType type, uint64_t seed) {
+  SynthOptions so;
+  so.weight_type = type;
+  so.seed = seed;
+  auto w = synth_model(arch, tiny, so);
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  return std::move(w.value());
+}
+
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -76,12 +86,7 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
       for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4, DType::Q4_0}) {
         CAPTURE(tiny.name);
         CAPTURE(dtype_name(type));
-        SynthOptions so;
-        so.weight_type = type;
-        so.seed = 7;
-        auto w = synth_model(*arch, tiny, so);
-        REQUIRE_MESSAGE(w.ok(), w.status().to_string());
-        const std::vector<uint8_t> bytes = w.value().to_bytes();
+        const std::vector<uint8_t> bytes = synth(*arch, tiny, type, 7).to_bytes();
         const std::vector<float> want = run_model(bytes, "ref", 1);
         // A meaningful reference: finite, and not flat.
         double mean = 0, var = 0;
@@ -119,13 +124,9 @@ TEST_CASE("synthetic models: weights placed and repacked at load give the file l
       for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
         CAPTURE(tiny.name);
         CAPTURE(dtype_name(type));
-        SynthOptions so;
-        so.weight_type = type;
-        so.seed = 9;
-        auto w = synth_model(*arch, tiny, so);
-        REQUIRE_MESSAGE(w.ok(), w.status().to_string());
-        REQUIRE(w.value().write(path).ok());
-        const std::vector<uint8_t> bytes = w.value().to_bytes();
+        const gguf::Writer w = synth(*arch, tiny, type, 9);
+        REQUIRE(w.write(path).ok());
+        const std::vector<uint8_t> bytes = w.to_bytes();
         {
           ModelLoadOptions lo;
           lo.backend = "cpu";
