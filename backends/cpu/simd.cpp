@@ -1,5 +1,9 @@
 #include "backends/cpu/simd.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 namespace kestrel::cpu {
 
 bool has_avx2_fma() {
@@ -11,6 +15,30 @@ bool has_avx2_fma() {
   return false;
 #endif
 }
+
+bool has_avx512_vnni() {
+#if defined(__x86_64__)
+  // libgcc's checks include the OS saving the zmm state (XCR0).
+  static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+namespace {
+std::atomic<bool>& avx512_allowed() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("KESTREL_NO_AVX512");
+    return !(v && *v && std::strcmp(v, "0") != 0);
+  }()};
+  return on;
+}
+}  // namespace
+
+bool use_avx512() { return has_avx512_vnni() && avx512_allowed().load(std::memory_order_relaxed); }
+void allow_avx512(bool on) { avx512_allowed().store(on, std::memory_order_relaxed); }
 
 float dot_f32_portable(const float* a, const float* b, int64_t n) {
   // Eight partial sums, like the vector version, so both round alike.

@@ -6,6 +6,13 @@
 namespace kestrel::cpu {
 
 bool has_avx2_fma();  // checked once
+// AVX-512 F/BW/VL with VNNI (Ice Lake, Zen 4 and later), checked once: the fused decode kernels
+// of the types that gain (qdirect_avx512.cpp). KESTREL_NO_AVX512=1 in the environment leaves them
+// off; tests and benchmarks switch them per run with allow_avx512 (the AVX2 kernels stay, and
+// both give the same bits).
+bool has_avx512_vnni();
+bool use_avx512();  // has_avx512_vnni() and allowed
+void allow_avx512(bool on);
 
 using DotF32Fn = float (*)(const float* a, const float* b, int64_t n);
 float dot_f32_portable(const float* a, const float* b, int64_t n);

@@ -63,6 +63,31 @@ void ThreadPool::worker(int index) {
   }
 }
 
+ChunkedSplit::ChunkedSplit(int64_t n, int nth, int64_t chunk)
+    : shares_(std::make_unique<Share[]>(static_cast<size_t>(std::max(1, nth)))),
+      nth_(std::max(1, nth)),
+      chunk_(std::max<int64_t>(1, chunk)) {
+  for (int t = 0; t < nth_; ++t) {
+    int64_t b, e;
+    ThreadPool::split(n, t, nth_, &b, &e);
+    shares_[t].next.store(b, std::memory_order_relaxed);
+    shares_[t].end = e;
+  }
+}
+
+bool ChunkedSplit::next(int ith, int64_t* begin, int64_t* end) {
+  for (int k = 0; k < nth_; ++k) {
+    Share& s = shares_[(ith + k) % nth_];
+    if (s.next.load(std::memory_order_relaxed) >= s.end) continue;
+    const int64_t b = s.next.fetch_add(chunk_, std::memory_order_relaxed);
+    if (b >= s.end) continue;
+    *begin = b;
+    *end = std::min(s.end, b + chunk_);
+    return true;
+  }
+  return false;
+}
+
 int default_thread_count() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,6 +42,26 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+};
+
+// A split of [0, n) for loops whose threads may run at different speeds (a VM's neighbours, a
+// core that also served an interrupt): each thread starts on its near-equal share and takes it a
+// chunk at a time, in order, so it still streams one region; a thread done with its share takes
+// chunks from the fronts of the others'. Which thread runs an item never changes its result.
+class ChunkedSplit {
+ public:
+  ChunkedSplit(int64_t n, int nth, int64_t chunk);
+  // The next [begin, end) for thread ith; false once every item is taken.
+  bool next(int ith, int64_t* begin, int64_t* end);
+
+ private:
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Share[]> shares_;
+  int nth_;
+  int64_t chunk_;
 };
 
 // Physical cores available to this process (at least 1).

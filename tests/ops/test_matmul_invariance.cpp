@@ -2,7 +2,8 @@
 // GEMM (larger ones) and the scalar tail rows all follow qgemm.h's arithmetic to the bit, so a
 // column's result never depends on how many columns share the call, on the thread count, or on
 // whether its row falls in a group of 8 or in the tail. Checked against the scalar
-// qgemm_dot_canonical on random data, with bit-exact comparisons.
+// qgemm_dot_canonical on random data, with bit-exact comparisons; on CPUs with AVX-512 VNNI both
+// kernel sets (AVX2 and AVX-512) are checked.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/simd.h"
+#include "backends/ref/ops_ref.h"
 #include "backends/ref/repacked.h"
 #include "op_case.h"
 
@@ -30,6 +32,15 @@ std::vector<float> run_matmul(const Tensor& w, const Tensor& x, int64_t m, int t
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The fused kernel sets this CPU can run (simd.h): AVX2, and AVX-512 VNNI where present; the
+// scope switches to one and back.
+std::vector<bool> avx512_choices() { return cpu::has_avx512_vnni() ? std::vector<bool>{false, true} : std::vector<bool>{false}; }
+struct Avx512Scope {
+  bool before = cpu::use_avx512();
+  explicit Avx512Scope(bool on) { cpu::allow_avx512(on); }
+  ~Avx512Scope() { cpu::allow_avx512(before); }
+};
 
 }  // namespace
 
@@ -72,16 +83,20 @@ TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit fo
         for (int64_t c = 0; c < kCols; ++c)
           for (int64_t r = 0; r < N; ++r) want[c * N + r] = cpu::qgemm_dot_canonical(type, wu, r, xa, c);
 
-        for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}, int64_t{9}, fused, fused + 1, fused + 2}) {
-          if (m < 1 || m > kCols) continue;
-          for (int threads : {1, 2, 3}) {
-            CAPTURE(m);
-            CAPTURE(threads);
-            const std::vector<float> got = run_matmul(w, x, m, threads);
-            int bad = 0;
-            for (int64_t i = 0; i < N * m; ++i) bad += !same_bits(got[i], want[i]);
-            CHECK_MESSAGE(bad == 0, bad << " of " << N * m << " results differ from the canonical arithmetic (first: "
-                                        << got[0] << " vs " << want[0] << ")");
+        for (bool avx512 : avx512_choices()) {
+          const Avx512Scope isa(avx512);
+          CAPTURE(avx512);
+          for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}, int64_t{9}, fused, fused + 1, fused + 2}) {
+            if (m < 1 || m > kCols) continue;
+            for (int threads : {1, 2, 3}) {
+              CAPTURE(m);
+              CAPTURE(threads);
+              const std::vector<float> got = run_matmul(w, x, m, threads);
+              int bad = 0;
+              for (int64_t i = 0; i < N * m; ++i) bad += !same_bits(got[i], want[i]);
+              CHECK_MESSAGE(bad == 0, bad << " of " << N * m << " results differ from the canonical arithmetic (first: "
+                                          << got[0] << " vs " << want[0] << ")");
+            }
           }
         }
       }
@@ -153,14 +168,18 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
         const int64_t kCols = fused + 3;
         Tensor x = buf.tensor(DType::F32, K, kCols);
         fill_random(x, rng);
-        for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, fused, fused + 1, fused + 3}) {
-          for (int threads : {1, 2, 3}) {
-            CAPTURE(m);
-            CAPTURE(threads);
-            const std::vector<float> want = run_matmul(w, x, m, threads), got = run_matmul(wr, x, m, threads);
-            int bad = 0;
-            for (size_t i = 0; i < want.size(); ++i) bad += !same_bits(got[i], want[i]);
-            CHECK_MESSAGE(bad == 0, bad << " of " << want.size() << " results differ from the plain type's");
+        for (bool avx512 : avx512_choices()) {
+          const Avx512Scope isa(avx512);
+          CAPTURE(avx512);
+          for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, fused, fused + 1, fused + 3}) {
+            for (int threads : {1, 2, 3}) {
+              CAPTURE(m);
+              CAPTURE(threads);
+              const std::vector<float> want = run_matmul(w, x, m, threads), got = run_matmul(wr, x, m, threads);
+              int bad = 0;
+              for (size_t i = 0; i < want.size(); ++i) bad += !same_bits(got[i], want[i]);
+              CHECK_MESSAGE(bad == 0, bad << " of " << want.size() << " results differ from the plain type's");
+            }
           }
         }
 
@@ -177,5 +196,41 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
         CHECK(std::memcmp(rows_plain.data(), rows_grouped.data(), rows_plain.size() * sizeof(float)) == 0);
       }
     }
+  }
+}
+
+// The activation quantizer the integer kernels share (qgemm_quantize_acts, vectorized) against
+// the reference's rounding of activations, bit for bit: codes times scales, and the sums of 16.
+TEST_CASE("quantized activations: the CPU quantizer rounds as the reference does") {
+  if (!cpu::has_avx2_fma()) {
+    MESSAGE("no AVX2/FMA: activations are never quantized for integer kernels");
+    return;
+  }
+  std::mt19937 rng(34);
+  std::normal_distribution<float> nd;
+  for (DType vdt : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
+    CAPTURE(dtype_name(vdt));
+    const int64_t K = 1024;
+    std::vector<float> x(K);
+    for (int64_t k = 0; k < K; ++k) x[k] = nd(rng) * (k < 256 ? 1e-3f : k < 512 ? 1.0f : 50.0f);
+    std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
+    // Ties: with amax 127 the scale is 1, so these halves round to even.
+    for (int j = 0; j < 32; ++j) x[64 + j] = j == 0 ? 127.0f : static_cast<float>(j % 7) - 3.5f;
+    x[96 + 5] = -x[96 + 5] - 400.0f;  // a negative extreme
+    cpu::QuantizedActs xa;
+    xa.resize(K, 1);
+    cpu::qgemm_quantize_acts(vdt, x.data(), K, xa, 0);
+    std::vector<float> want(K);
+    ref::round_activations(vdt, x.data(), want.data(), K);
+    int bad = 0, bad_sums = 0;
+    // Equal values (the reference keeps the sign of a zero, integer codes cannot).
+    for (int64_t k = 0; k < K; ++k) bad += xa.dx[k / 32] * static_cast<float>(xa.q[k]) != want[k];
+    for (int64_t g = 0; g < K / 16; ++g) {
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += xa.q[16 * g + j];
+      bad_sums += s != xa.bs[g];
+    }
+    CHECK_MESSAGE(bad == 0, bad << " of " << K << " rounded activations differ from the reference");
+    CHECK(bad_sums == 0);
   }
 }

@@ -20,31 +20,53 @@ namespace kestrel::cpu {
 namespace {
 
 constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 16 x K bytes stays in L2
+constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread quantizes them itself
 
 [[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
   const DType vdt = dtype_info(w->type).vec_dot_type;
-  static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
-  xa.resize(K, M);
-  QuantizedActs& acts = xa;
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
-  pool.run([&](int ith, int nth) {
-    int64_t c0, c1;
-    ThreadPool::split(M, ith, nth, &c0, &c1);
-    for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
-  });
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
+  auto quantize = [&](QuantizedActs& acts, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
+  };
   // Up to a type's crossover (decode, speculative verification, short prompts) the fused kernels:
   // they read the weights once and write nothing. Larger batches reuse each unpacked chunk across
   // all columns, which measured faster there (docs/PERF.md).
-  if (M <= qdirect_max_cols(w->type) && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]))) {
-    pool.run([&](int ith, int nth) {
-      int64_t g0, g1;  // whole groups of 8 rows per thread (the kernels' unit)
-      ThreadPool::split((N + 7) / 8, ith, nth, &g0, &g1);
-      qdirect_dot(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), 8 * g0,
-                  std::min(N, 8 * g1), acts, M, n.dst->f32(0), y_stride);
+  const bool fused = M <= qdirect_max_cols(w->type) && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]));
+  // Whole groups of 8 rows (the kernels' unit), in chunks that a thread done early can take
+  // over: decode is bound by memory, and a thread left waiting at the end wastes it.
+  const int64_t groups = (N + 7) / 8;
+  ChunkedSplit work(groups, pool.size(), std::max<int64_t>(1, groups / (16 * pool.size())));
+  auto fused_rows = [&](int ith, const QuantizedActs& acts) {
+    qdirect_prepare(w->type, acts, M);
+    int64_t g0, g1;
+    while (work.next(ith, &g0, &g1))
+      qdirect_rows(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), 8 * g0,
+                   std::min(N, 8 * g1), acts, M, n.dst->f32(0), y_stride);
+  };
+  // Decode: each thread quantizes the few columns for itself (a microsecond) in the same pass as
+  // its rows: one barrier per matmul instead of two.
+  if (fused && M <= kOwnActsCols) {
+    pool.run([&](int ith, int) {
+      thread_local QuantizedActs mine;
+      mine.resize(K, M);
+      quantize(mine, 0, M);
+      fused_rows(ith, mine);
     });
+    return;
+  }
+  static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
+  xa.resize(K, M);
+  QuantizedActs& acts = xa;
+  pool.run([&](int ith, int nth) {
+    int64_t c0, c1;
+    ThreadPool::split(M, ith, nth, &c0, &c1);
+    quantize(acts, c0, c1);
+  });
+  if (fused) {
+    pool.run([&](int ith, int) { fused_rows(ith, acts); });
     return;
   }
   // Prefill: each thread unpacks chunks of its rows (weights read from memory once), interleaves

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/qdirect_avx2.h"
+#include "backends/cpu/simd.h"
 #include "backends/ref/quant_blocks.h"
 #include "backends/ref/repacked.h"
 
@@ -124,7 +125,8 @@ struct Column {
 
 // Activations for the two-blocks-per-register kernels: per pair of blocks (2g, 2g+1), the 64
 // codes [2g: 0-15 | 2g+1: 0-15 | 2g: 16-31 | 2g+1: 16-31], matching one register of both blocks'
-// low nibbles and one of their high nibbles. Built once per call, by each thread for itself.
+// low nibbles and one of their high nibbles. Built once per call, by each thread for itself
+// (qdirect_prepare).
 struct PairedActs {
   std::vector<int8_t> q;  // [cols][K]
   void build(const QuantizedActs& x, int64_t n_cols) {
@@ -287,6 +289,8 @@ bool uses_pairs(DType t) {
 
 }  // namespace
 
+const int8_t* paired_acts(int64_t c, int64_t K) { return tl_pairs.q.data() + c * K; }
+
 const Rows8Fn* block32_kernels(DType t) {
   switch (t) {
     case DType::Q4_0: return kPairs<Q4_0F>;
@@ -325,11 +329,21 @@ int64_t qdirect_max_cols(DType w) {
   }
 }
 
+void qdirect_prepare(DType w, const QuantizedActs& x, int64_t n_cols) {
+  if (qdirect::uses_pairs(w)) qdirect::tl_pairs.build(x, n_cols);
+}
+
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride) {
-  const qdirect::Rows8Fn* fns = qdirect::block32_kernels(w);
+  qdirect_prepare(w, x, n_cols);
+  qdirect_rows(w, data, row_bytes, r0, r1, x, n_cols, y, y_stride);
+}
+
+void qdirect_rows(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
+                  int64_t n_cols, float* y, int64_t y_stride) {
+  const qdirect::Rows8Fn* fns = use_avx512() ? qdirect::avx512_kernels(w) : nullptr;
+  if (!fns) fns = qdirect::block32_kernels(w);
   if (!fns) fns = qdirect::kquant_kernels(w);
-  if (qdirect::uses_pairs(w)) qdirect::tl_pairs.build(x, n_cols);
   int64_t r = r0;
   for (; r + 8 <= r1; r += 8)
     for (int64_t c = 0; c < n_cols; c += 4) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backends/cpu/kernels/qdirect.h"
 #include "backends/cpu/kernels/qgemm.h"
 
 namespace kestrel::cpu::qdirect {
@@ -79,13 +80,5 @@ class GroupPrefetch {
 inline __m256 fma_block(__m256i T, __m256 scales, float dx, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(scales, _mm256_set1_ps(dx)), acc);
 }
-
-// Rows [0, 8) from `w` (row stride row_bytes) times columns [c0, c0 + NC) of x, into
-// y[c * y_stride + r].
-using Rows8Fn = void (*)(const uint8_t* w, int64_t row_bytes, const QuantizedActs& x, int64_t c0, float* y,
-                         int64_t y_stride);
-// The four kernels (1-4 columns) of a type, from the file that has them; nullptr if none.
-const Rows8Fn* kquant_kernels(DType t);
-const Rows8Fn* block32_kernels(DType t);
 
 }  // namespace kestrel::cpu::qdirect

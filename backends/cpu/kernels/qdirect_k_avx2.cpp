@@ -4,9 +4,9 @@
 // Per super-block and row the integer sums stay in registers; the eight rows' totals then take
 // one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
 #if defined(__x86_64__)
-#include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/kernels/q4k_scales.h"
 #include "backends/cpu/kernels/qdirect_avx2.h"
 #include "backends/ref/quant_blocks.h"
 #include "backends/ref/repacked.h"
@@ -14,29 +14,7 @@
 namespace kestrel::cpu::qdirect {
 namespace {
 
-// Q4_K/Q5_K's twelve scale bytes unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
-// bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7).
-// Scalar on purpose: it runs on the integer ALUs, which the vector code leaves idle (unpacking
-// the eight rows of a Q4_K_R8 super-block at once in vector registers measured slower).
-struct Q4kScales {
-  uint32_t sc[2], mn[2];  // eight 6-bit scales, eight 6-bit mins, one per byte
-  explicit Q4kScales(const uint8_t* q) : Q4kScales(word(q), word(q + 4), word(q + 8)) {}
-  static uint32_t word(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  Q4kScales(uint32_t w0, uint32_t w1, uint32_t w2) {
-    const uint32_t w[3] = {w0, w1, w2};
-    constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-    sc[0] = w[0] & k6;
-    sc[1] = (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
-    mn[0] = w[1] & k6;
-    mn[1] = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
-  }
-  __m128i scales8() const { return _mm_cvtsi64_si128(static_cast<int64_t>(sc[0] | uint64_t{sc[1]} << 32)); }
-  __m128i mins8() const { return _mm_cvtsi64_si128(static_cast<int64_t>(mn[0] | uint64_t{mn[1]} << 32)); }
-};
+inline __m128i bytes8(uint64_t v) { return _mm_cvtsi64_si128(static_cast<int64_t>(v)); }
 
 // The activations' sums of the eight 32-value sub-blocks, bs[2j] + bs[2j+1], in order.
 inline __m256i pair_sums(const int32_t* bs) {
@@ -109,13 +87,13 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
           // Row r's scale bytes 0-3, 4-7 and 8-11 sit in three planes of the unit.
           const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), Q4kScales::word(unit + 64 + 4 * r),
                              Q4kScales::word(unit + 96 + 4 * r));
-          k45_row<false, NC>(sm.scales8(), sm.mins8(), unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
+          k45_row<false, NC>(bytes8(sm.scales()), bytes8(sm.mins()), unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
         } else {
           const B& b = *reinterpret_cast<const B*>(w + r * rb + s * kB);
           const Q4kScales sm(b.scales);
           const uint8_t* qh = nullptr;
           if constexpr (kFive) qh = b.qh;
-          k45_row<kFive, NC>(sm.scales8(), sm.mins8(), b.qs, qh, qx, ps, isum[k], mins[k]);
+          k45_row<kFive, NC>(bytes8(sm.scales()), bytes8(sm.mins()), b.qs, qh, qx, ps, isum[k], mins[k]);
         }
       }
       for (int c = 0; c < NC; ++c) {

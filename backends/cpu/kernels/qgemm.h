@@ -104,5 +104,11 @@ bool qdirect_supports(DType w, int64_t K, int64_t row_bytes);
 int64_t qdirect_max_cols(DType w);
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride);
+// qdirect_dot in two steps, for a thread that takes its rows in several pieces: qdirect_prepare
+// once per thread and call (the activations in the kernels' order, kept per thread), then
+// qdirect_rows per piece.
+void qdirect_prepare(DType w, const QuantizedActs& x, int64_t n_cols);
+void qdirect_rows(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
+                  int64_t n_cols, float* y, int64_t y_stride);
 
 }  // namespace kestrel::cpu

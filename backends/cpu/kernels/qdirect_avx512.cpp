@@ -1,0 +1,280 @@
+// Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
+// types decode spends its time on: Q4_0 in its Q4_0_R8 layout, Q8_0, and Q4_K in Q4_K_R8.
+// Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
+// only the exact integer sums are formed differently. What they buy (docs/PERF.md): a 512-bit
+// register holds two rows' codes (or two sub-block pairs), and vpdpbusd / vpdpwssd fold the
+// multiply, the widening and the accumulate into one instruction, so a byte of weights costs
+// about half the instructions; the float steps per block stay per row, in order.
+// Self-contained on purpose: no inline helper shared with the AVX2 files, since the linker may
+// keep either target's copy of such a function for both.
+#include "backends/cpu/kernels/qdirect.h"
+
+#if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "backends/cpu/kernels/q4k_scales.h"
+#include "backends/ref/quant_blocks.h"
+#include "backends/ref/repacked.h"
+
+namespace kestrel::cpu::qdirect {
+namespace {
+
+__m256i ld32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+__m512i ld64(const void* p) { return _mm512_loadu_si512(p); }
+__m512i dup32(const void* p) { return _mm512_broadcast_i64x4(ld32(p)); }  // [p | p]
+__m512i two32(const void* lo, const void* hi) {                           // [lo | hi]
+  return _mm512_inserti64x4(_mm512_castsi256_si512(ld32(lo)), ld32(hi), 1);
+}
+__m256 lower(__m512 v) { return _mm512_castps512_ps256(v); }
+__m256 upper(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+// The grouped layouts are one stream per thread, which the hardware prefetchers follow, but they
+// ramp up too slowly for these kernels: each unit also asks for the lines kAhead bytes on
+// (8 KiB measured best of 1-24 KiB, about 7% faster decode than none; docs/PERF.md).
+constexpr int64_t kAhead = 8192;
+template <int64_t kUnitBytes>
+void ahead(const uint8_t* unit) {
+  const char* p = reinterpret_cast<const char*>(unit) + kAhead;
+  for (int64_t o = 0; o < kUnitBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+// Lane 4k + j of the result = the sum of 128-bit lane k of v_j.
+__m512i lane_sums4(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+}
+
+// Eight rows' 16-lane sums, given two rows at a time (rows 2p, 2p+1), reduced to one lane per
+// row: Rows8Sums::total() lane r = row r's sum.
+struct Rows8Sums {
+  __m512i t[4];  // per pair, 128-bit lanes of [a0+a2, b0+b2, a1+a3, b1+b3]
+  void pair(int p, __m512i a, __m512i b) {
+    t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  }
+  __m256i total() const {
+    // Per 128-bit lane: [row 0, 1, 2, 3] (u0) and [row 4, 5, 6, 7] (u1) partials.
+    const __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));
+    const __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));
+    // [u0 l0+l1, u0 l2+l3, u1 l0+l1, u1 l2+l3], then the two halves of each added.
+    const __m512i r = _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(3, 1, 2, 0))),
+                            _mm512_castsi512_si256(_mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(2, 0, 3, 1))));
+  }
+};
+
+// Where lane_sums4 leaves rows r of two interleaved halves: rows 0, 2, 4, 6 in lanes 0-3 and
+// rows 1, 3, 5, 7 in lanes 8-11 (and the second block's in 4-7 / 12-15), back in row order.
+// (A function, not a constant: a namespace-scope vector would be built at program start, on
+// CPUs without AVX-512 too.)
+__m512i row_order() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
+
+// Q4_0_R8: per unit (two blocks of eight rows, ref/repacked.h), one register holds rows 2p and
+// 2p+1, both blocks each; with the pair-ordered activations (qdirect.h) vpdpbusd leaves
+// [row 2p: block u in lanes 0-3, u+1 in 4-7 | row 2p+1: the same]. The centre (8 sum(qx) per
+// block) enters as the starting value of one lane per block.
+template <int NC>
+void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, units = K / 64;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i order = row_order();
+  const __m512i two_dx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const int8_t* xp[NC];
+  const float* dx[NC];
+  const int32_t* bs[NC];
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) {
+    xp[c] = paired_acts(c0 + c, K);
+    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
+    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
+    acc[c] = _mm256_setzero_ps();
+  }
+  for (int64_t g = 0; g < units; ++g) {
+    const uint8_t* unit = w + g * ref::kQ4_0R8UnitBytes;
+    ahead<ref::kQ4_0R8UnitBytes>(unit);
+    __m512i xa[NC], xb[NC], init[NC];
+    for (int c = 0; c < NC; ++c) {
+      xa[c] = dup32(xp[c] + 64 * g), xb[c] = dup32(xp[c] + 64 * g + 32);
+      const int32_t* b = bs[c] + 4 * g;
+      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0101, -8 * (b[0] + b[1])), 0x1010, -8 * (b[2] + b[3]));
+    }
+    __m512i v[4][NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512i raw = ld64(unit + 32 + 64 * p);
+      const __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      for (int c = 0; c < NC; ++c) v[p][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init[c], lo, xa[c]), hi, xb[c]);
+    }
+    const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
+    for (int c = 0; c < NC; ++c) {
+      const __m512i T = _mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]));
+      const __m512 dxs = _mm512_permutexvar_ps(two_dx, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx[c] + 2 * g)))));
+      const __m512 f = _mm512_cvtepi32_ps(T), s = _mm512_mul_ps(d, dxs);
+      acc[c] = _mm256_fmadd_ps(lower(f), lower(s), acc[c]);  // block u, then u + 1, as qgemm.h says
+      acc[c] = _mm256_fmadd_ps(upper(f), upper(s), acc[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+}
+
+// fp16 values in the low halves of eight 32-bit lanes, as floats.
+__m256 f16_low(__m256i w) {
+  const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF));
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08)));
+}
+
+// Q8_0 (the file's row-major layout): one register holds block u of rows 2p and 2p+1. vpdpbusd
+// multiplies unsigned by signed bytes, so the codes go in offset by 128 (one XOR) and
+// 128 sum(qx) comes off through the starting value. Rows are streamed into cache two groups
+// ahead, as in the AVX2 kernel (the prefetchers do not follow eight row streams).
+template <int NC>
+void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr int64_t kB = sizeof(block_q8_0);
+  const int64_t K = x.K, nb = K / 32;
+  const int r32 = static_cast<int>(rb);
+  const __m256i off = _mm256_setr_epi32(0, r32, 2 * r32, 3 * r32, 4 * r32, 5 * r32, 6 * r32, 7 * r32);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), order = row_order();
+  const char* next = reinterpret_cast<const char*>(w + 16 * rb);
+  const int64_t slice = (8 * rb + 64 * nb - 1) / (64 * nb) * 64;
+  const int8_t* xq[NC];
+  const float* dx[NC];
+  const int32_t* bs[NC];
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) {
+    xq[c] = x.q.data() + (c0 + c) * K;
+    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
+    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
+    acc[c] = _mm256_setzero_ps();
+  }
+  for (int64_t u = 0; u < nb; ++u) {
+    for (int64_t o = 0; o < slice; o += 64) _mm_prefetch(next + u * slice + o, _MM_HINT_T0);
+    __m512i xv[NC], init[NC];
+    for (int c = 0; c < NC; ++c) {
+      xv[c] = dup32(xq[c] + 32 * u);
+      init[c] = _mm512_maskz_set1_epi32(0x0101, -128 * (bs[c][2 * u] + bs[c][2 * u + 1]));
+    }
+    __m512i v[4][NC];
+    const uint8_t* b = w + u * kB + 2;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512i q = _mm512_xor_si512(two32(b + 2 * p * rb, b + (2 * p + 1) * rb), flip);
+      for (int c = 0; c < NC; ++c) v[p][c] = _mm512_dpbusd_epi32(init[c], q, xv[c]);
+    }
+    const __m256 d = f16_low(_mm256_i32gather_epi32(reinterpret_cast<const int*>(w + u * kB), off, 1));
+    for (int c = 0; c < NC; ++c) {
+      // lane_sums4: rows 0, 2, 4, 6 in 128-bit lanes 0 and 1, rows 1, 3, 5, 7 in 2 and 3.
+      const __m512i s = lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]);
+      const __m512i t = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+      const __m256i T = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, _mm256_set1_ps(dx[c][u])), acc[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+}
+
+// Q4_K_R8 (ref/repacked.h): per row and super-block, two registers of codes whose low and high
+// nibbles hold sub-blocks [0 | 2], [1 | 3], [4 | 6], [5 | 7]; vpmaddubsw forms the code products
+// and vpdpwssd weights them by the sub-block scales and accumulates. The mins of all eight rows
+// come straight from the unit's scale planes: sum_j m_j sum_j(qx) as four vpdpwssd of the mins,
+// two per 32-bit lane, against the activations' sub-block sums.
+template <int NC>
+void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
+  const __m256i even = _mm256_set1_epi32(0x00FF00FF);
+  // int16 scale i into 128-bit lanes 0-1 and scale j into lanes 2-3 (vpshufb picks per lane).
+  auto pick = [](int i, int j) {
+    return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(static_cast<int16_t>((2 * i + 1) << 8 | 2 * i)),
+                                   _mm512_set1_epi16(static_cast<int16_t>((2 * j + 1) << 8 | 2 * j)));
+  };
+  const __m512i pk[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
+  __m256 acc[NC], accm[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* unit = w + s * ref::kQ4_KR8UnitBytes;
+    ahead<ref::kQ4_KR8UnitBytes>(unit);
+    __m512i xs[NC][4];
+    __m256i M[NC];
+    // Mins of sub-blocks 0-3 (bytes of scale word 1) and 4-7 (word 2's high nibbles, word 1's top
+    // bits) for the eight rows, one row per 32-bit lane; then as int16 pairs (0, 2) and (1, 3).
+    const __m256i w1 = ld32(unit + 64), w2 = ld32(unit + 96);
+    const __m256i mA = _mm256_and_si256(w1, k6);
+    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), k4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 6), k2), 4));
+    const __m256i mins[4] = {_mm256_and_si256(mA, even), _mm256_and_si256(_mm256_srli_epi16(mA, 8), even),
+                             _mm256_and_si256(mB, even), _mm256_and_si256(_mm256_srli_epi16(mB, 8), even)};
+    for (int c = 0; c < NC; ++c) {
+      const int8_t* q = x.q.data() + (c0 + c) * K + s * QK_K;
+      xs[c][0] = two32(q, q + 64), xs[c][1] = two32(q + 32, q + 96);
+      xs[c][2] = two32(q + 128, q + 192), xs[c][3] = two32(q + 160, q + 224);
+      const int32_t* b = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
+      int32_t ps[8];
+      for (int j = 0; j < 8; ++j) ps[j] = b[2 * j] + b[2 * j + 1];
+      auto pair16 = [&](int i, int j) { return _mm256_set1_epi32(static_cast<int32_t>((ps[i] & 0xFFFF) | (static_cast<uint32_t>(ps[j]) << 16))); };
+      M[c] = _mm256_dpwssd_epi32(_mm256_setzero_si256(), mins[0], pair16(0, 2));
+      M[c] = _mm256_dpwssd_epi32(M[c], mins[1], pair16(1, 3));
+      M[c] = _mm256_dpwssd_epi32(M[c], mins[2], pair16(4, 6));
+      M[c] = _mm256_dpwssd_epi32(M[c], mins[3], pair16(5, 7));
+    }
+    Rows8Sums rs[NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i isum[2][NC];
+      for (int k = 0; k < 2; ++k) {
+        const int r = 2 * p + k;
+        const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), 0, Q4kScales::word(unit + 96 + 4 * r));
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()))));
+        const uint8_t* qs = unit + 128 + 128 * r;
+        const __m512i A = ld64(qs), B = ld64(qs + 64);
+        const __m512i code[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
+                                 _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
+        for (int c = 0; c < NC; ++c) isum[k][c] = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+          const __m512i scv = _mm512_shuffle_epi8(sc, pk[i]);
+          for (int c = 0; c < NC; ++c)
+            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(code[i], xs[c][i]), scv);
+        }
+      }
+      for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + 16)));
+    for (int c = 0; c < NC; ++c) {
+      const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rs[c].total()), _mm256_mul_ps(d, dxv), acc[c]);
+      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dmin, dxv), accm[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
+}
+
+constexpr Rows8Fn kQ4_0R8[4] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>};
+constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
+constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
+
+}  // namespace
+
+const Rows8Fn* avx512_kernels(DType t) {
+  switch (t) {
+    case DType::Q4_0_R8: return kQ4_0R8;
+    case DType::Q8_0: return kQ8_0;
+    case DType::Q4_K_R8: return kQ4_KR8;
+    default: return nullptr;
+  }
+}
+
+}  // namespace kestrel::cpu::qdirect
+
+#else  // a compiler or target without these instructions: the AVX2 kernels serve
+
+namespace kestrel::cpu::qdirect {
+const Rows8Fn* avx512_kernels(DType) { return nullptr; }
+}  // namespace kestrel::cpu::qdirect
+
+#endif
