@@ -20,7 +20,7 @@ class CpuBackend final : public HostBackend {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
       if (n.op == Op::MATMUL) {
-        cpu::matmul(n, pool_);
+        i += cpu::matmuls(g.nodes(), i, end, pool_) - 1;
         continue;
       }
 #if defined(__x86_64__)

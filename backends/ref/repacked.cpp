@@ -21,6 +21,7 @@ struct Layout {
 };
 
 constexpr Layout kQ4_0R8 = {64, 36, 3, {{{{0, 2}}, 1}, {{{18, 2}}, 1}, {{{2, 16}, {20, 16}}, 2}}};
+constexpr Layout kQ8_0R8 = {64, 68, 3, {{{{0, 2}}, 1}, {{{34, 2}}, 1}, {{{2, 32}, {36, 32}}, 2}}};
 constexpr Layout kQ4_KR8 = {
     256, 144, 6, {{{{0, 2}}, 1}, {{{2, 2}}, 1}, {{{4, 4}}, 1}, {{{8, 4}}, 1}, {{{12, 4}}, 1}, {{{16, 128}}, 1}}};
 
@@ -28,6 +29,7 @@ const Layout* layout_of(DType grouped) {
   switch (grouped) {
     case DType::Q4_0_R8: return &kQ4_0R8;
     case DType::Q4_K_R8: return &kQ4_KR8;
+    case DType::Q8_0_R8: return &kQ8_0R8;
     default: return nullptr;
   }
 }
@@ -78,6 +80,7 @@ DType grouped_type(DType plain) {
   switch (plain) {
     case DType::Q4_0: return DType::Q4_0_R8;
     case DType::Q4_K: return DType::Q4_K_R8;
+    case DType::Q8_0: return DType::Q8_0_R8;
     default: return plain;
   }
 }
@@ -86,6 +89,7 @@ DType plain_type(DType t) {
   switch (t) {
     case DType::Q4_0_R8: return DType::Q4_0;
     case DType::Q4_K_R8: return DType::Q4_K;
+    case DType::Q8_0_R8: return DType::Q8_0;
     default: return t;
   }
 }
@@ -96,13 +100,19 @@ bool grouped_fits(DType plain, int64_t K, int64_t n_rows) {
 }
 
 void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint8_t* dst) {
-  if (grouped_type(plain) == DType::Q4_K_R8) return to_grouped_as<kQ4_KR8>(src, K, n_rows, dst);
-  to_grouped_as<kQ4_0R8>(src, K, n_rows, dst);
+  switch (grouped_type(plain)) {
+    case DType::Q4_K_R8: return to_grouped_as<kQ4_KR8>(src, K, n_rows, dst);
+    case DType::Q8_0_R8: return to_grouped_as<kQ8_0R8>(src, K, n_rows, dst);
+    default: return to_grouped_as<kQ4_0R8>(src, K, n_rows, dst);
+  }
 }
 
 void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8_t* out) {
-  if (grouped == DType::Q4_K_R8) return grouped_row_as<kQ4_KR8>(data, K, r, out);
-  grouped_row_as<kQ4_0R8>(data, K, r, out);
+  switch (grouped) {
+    case DType::Q4_K_R8: return grouped_row_as<kQ4_KR8>(data, K, r, out);
+    case DType::Q8_0_R8: return grouped_row_as<kQ8_0R8>(data, K, r, out);
+    default: return grouped_row_as<kQ4_0R8>(data, K, r, out);
+  }
 }
 
 }  // namespace kestrel::ref

@@ -1,10 +1,12 @@
 // Grouped layouts: weights regrouped eight rows at a time, the layouts the CPU backend repacks 2-D
 // matrices into at load (runtime/model/repack.cpp). The bytes are the file's, moved. Rows are cut
-// into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q4_K: one 256-value super-block, 144
-// bytes); group g (rows 8g..8g+7) starts where row 8g did and holds its units in order, each unit
+// into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K:
+// one 256-value super-block, 144 bytes); group g (rows 8g..8g+7) starts where row 8g did and holds its units in order, each unit
 // field by field with the eight rows' copies of a field side by side:
 //   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
 //                                 per row, the 16 code bytes of the first block then the second's
+//   Q8_0_R8, 544 bytes per unit:  8 scales of the first block | 8 of the second |
+//                                 per row, the 32 codes of the first block then the second's
 //   Q4_K_R8, 1152 bytes per unit: 8 d | 8 dmin (fp16) | 8 x scale bytes 0-3 | 8 x bytes 4-7 |
 //                                 8 x bytes 8-11 | per row, the 128 code bytes
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
@@ -19,8 +21,10 @@ namespace kestrel::ref {
 
 constexpr int64_t kQ4_0R8UnitBytes = 8 * 36;    // one pair of Q4_0 blocks of one 8-row group
 constexpr int64_t kQ4_KR8UnitBytes = 8 * 144;   // one Q4_K super-block of one 8-row group
+constexpr int64_t kQ8_0R8UnitBytes = 8 * 68;    // one pair of Q8_0 blocks of one 8-row group
 
-// The grouped layout of a file type (Q4_0 -> Q4_0_R8, Q4_K -> Q4_K_R8); the type itself if none.
+// The grouped layout of a file type (Q4_0 -> Q4_0_R8, Q4_K -> Q4_K_R8, Q8_0 -> Q8_0_R8); the type
+// itself if none.
 DType grouped_type(DType plain);
 // The file type a grouped layout holds (itself for any other type).
 DType plain_type(DType t);

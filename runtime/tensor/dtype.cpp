@@ -30,6 +30,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::MXFP4, "mxfp4", 32, 17, true, dequantize_mxfp4, quantize_mxfp4, DType::Q8_0},
     {DType::Q4_0_R8, "q4_0_r8", 32, 18, true, nullptr, nullptr, DType::Q8_0},
     {DType::Q4_K_R8, "q4_K_r8", 256, 144, true, nullptr, nullptr, DType::Q8_K},
+    {DType::Q8_0_R8, "q8_0_r8", 32, 34, true, nullptr, nullptr, DType::Q8_0},
     {DType::I8, "i8", 1, 1, false, nullptr, nullptr, DType::I8},
     {DType::I16, "i16", 1, 2, false, nullptr, nullptr, DType::I16},
     {DType::I32, "i32", 1, 4, false, nullptr, nullptr, DType::I32},

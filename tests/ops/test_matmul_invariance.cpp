@@ -127,7 +127,7 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   }
 }
 
-// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0 or Q4_K matrix regrouped
+// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0, Q4_K or Q8_0 matrix regrouped
 // gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS, and the
 // layout gives every row back byte for byte.
 TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MATMUL and GET_ROWS") {
@@ -136,14 +136,14 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
     return;
   }
   std::mt19937 rng(33);
-  for (DType plain : {DType::Q4_0, DType::Q4_K}) {
+  for (DType plain : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
     const DType grouped = ref::grouped_type(plain);
     REQUIRE(grouped != plain);
     REQUIRE(ref::plain_type(grouped) == plain);
     const int64_t fused = cpu::qdirect_max_cols(grouped);
     REQUIRE(fused == cpu::qdirect_max_cols(plain));
-    const std::vector<int64_t> Ks = plain == DType::Q4_0 ? std::vector<int64_t>{64, 320, 2048}
-                                                         : std::vector<int64_t>{256, 768, 2048};
+    const std::vector<int64_t> Ks = plain == DType::Q4_K ? std::vector<int64_t>{256, 768, 2048}
+                                                         : std::vector<int64_t>{64, 320, 2048};
     for (int64_t K : Ks) {
       for (int64_t N : {8, 24, 40}) {
         CAPTURE(dtype_name(grouped));
@@ -232,5 +232,45 @@ TEST_CASE("quantized activations: the CPU quantizer rounds as the reference does
     }
     CHECK_MESSAGE(bad == 0, bad << " of " << K << " rounded activations differ from the reference");
     CHECK(bad_sums == 0);
+  }
+}
+
+// Consecutive matmuls of one input (q, k, v; gate, up) run as one pass on the CPU backend
+// (cpu::matmuls): each gives the bits it gives alone, whatever the matrices' sizes (row counts
+// that are not multiples of 8 included) and however the threads' chunks cross them.
+TEST_CASE("MATMUL: consecutive matmuls of one input give the bits each gives alone") {
+  std::mt19937 rng(35);
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    CAPTURE(dtype_name(type));
+    // Enough groups of 8 rows that the threads' chunks (ChunkedSplit) span several groups and
+    // cross from one matrix into the next.
+    const int64_t K = 256;
+    const std::vector<int64_t> Ns = {520, 130, 264, 21};
+    for (int64_t m : {int64_t{1}, int64_t{3}}) {
+      CAPTURE(m);
+      Buffers buf;
+      std::vector<Tensor> ws;
+      for (int64_t N : Ns) {
+        ws.push_back(buf.tensor(type, K, N));
+        fill_random_weights(ws.back(), rng);
+      }
+      Tensor x = buf.tensor(DType::F32, K, m);
+      fill_random(x, rng);
+      for (int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        Case c;
+        Tensor* xs = c.g.external(x);
+        std::vector<Tensor*> outs;
+        for (const Tensor& w : ws) {
+          outs.push_back(output(c, w.ne[1], m));
+          c.g.add(Op::MATMUL, outs.back(), c.g.external(w), xs);
+        }
+        run_graph(*make_cpu_backend(threads), c.g);
+        for (size_t j = 0; j < ws.size(); ++j) {
+          const std::vector<float> alone = run_matmul(ws[j], x, m, threads);
+          CHECK(std::memcmp(alone.data(), outs[j]->f32(0), alone.size() * sizeof(float)) == 0);
+        }
+      }
+    }
   }
 }

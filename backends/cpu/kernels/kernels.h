@@ -6,6 +6,10 @@
 namespace kestrel::cpu {
 
 void matmul(const Node& n, ThreadPool& pool);
+// MATMUL node i, and in the same pass the MATMUL nodes right after it (before `end`) that read the
+// same input with the same weight type, where they take the fused decode kernels (q, k and v;
+// gate and up). Returns how many nodes it ran.
+size_t matmuls(const std::vector<Node>& nodes, size_t i, size_t end, ThreadPool& pool);
 // ATTENTION over an F16 or F32 cache (AVX2; check has_avx2_fma() and attention_supported()).
 bool attention_supported(const Node& n);
 void attention(const Node& n, ThreadPool& pool);

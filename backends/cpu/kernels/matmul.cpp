@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/kernels.h"
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -22,53 +23,74 @@ namespace {
 constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 16 x K bytes stays in L2
 constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread quantizes them itself
 
+// True when a MATMUL takes fused_pass with each thread quantizing x itself: few columns (decode),
+// a fused kernel for its type.
+[[maybe_unused]] bool decode_pass_fits(const Node& n) {
+  const Tensor *w = n.src[0], *x = n.src[1];
+  const int64_t K = w->ne[0], M = x->ne[1];
+  return has_avx2_fma() && qgemm_supports(w->type, K) && M <= kOwnActsCols && M <= qdirect_max_cols(w->type) &&
+         qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]));
+}
+
+// The fused kernels over matmuls of one input x and one weight type (q, k, v; gate, up) as one
+// pass: chunks of 8-row groups across the matrices in order, each thread its own share first
+// (ChunkedSplit). Decode is bound by memory, and a thread left waiting at a barrier, or starting
+// a new stream, wastes it: one barrier serves all the matrices. With `shared` null (a few
+// columns) every thread quantizes x for itself, a microsecond, in the same pass.
+[[maybe_unused]] void fused_pass(std::span<const Node* const> nodes, ThreadPool& pool, const QuantizedActs* shared) {
+  const Tensor* x = nodes[0]->src[1];
+  const DType type = nodes[0]->src[0]->type;
+  const int64_t K = x->ne[0], M = x->ne[1];
+  const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
+  std::vector<int64_t> first(nodes.size() + 1, 0);  // group index where each matrix starts
+  for (size_t j = 0; j < nodes.size(); ++j) first[j + 1] = first[j] + (nodes[j]->src[0]->ne[1] + 7) / 8;
+  const int64_t groups = first.back();
+  ChunkedSplit work(groups, pool.size(), std::max<int64_t>(1, groups / (16 * pool.size())));
+  pool.run([&](int ith, int) {
+    thread_local QuantizedActs mine;
+    if (!shared) {
+      mine.resize(K, M);
+      for (int64_t c = 0; c < M; ++c) qgemm_quantize_acts(dtype_info(type).vec_dot_type, x->f32(0) + c * x_stride, K, mine, c);
+    }
+    const QuantizedActs& acts = shared ? *shared : mine;
+    qdirect_prepare(type, acts, M);
+    int64_t g0, g1;
+    while (work.next(ith, &g0, &g1)) {
+      while (g0 < g1) {  // the piece of [g0, g1) in each matrix it crosses
+        const size_t j = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), g0) - first.begin()) - 1;
+        const Node& n = *nodes[j];
+        const Tensor* w = n.src[0];
+        const int64_t end = std::min(g1, first[j + 1]);
+        qdirect_rows(type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), 8 * (g0 - first[j]),
+                     std::min(w->ne[1], 8 * (end - first[j])), acts, M, n.dst->f32(0),
+                     static_cast<int64_t>(n.dst->nb[1] / sizeof(float)));
+        g0 = end;
+      }
+    }
+  });
+}
+
 [[maybe_unused]] void matmul_quantized(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
   const DType vdt = dtype_info(w->type).vec_dot_type;
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
-  auto quantize = [&](QuantizedActs& acts, int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
-  };
   // Up to a type's crossover (decode, speculative verification, short prompts) the fused kernels:
   // they read the weights once and write nothing. Larger batches reuse each unpacked chunk across
   // all columns, which measured faster there (docs/PERF.md).
   const bool fused = M <= qdirect_max_cols(w->type) && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]));
-  // Whole groups of 8 rows (the kernels' unit), in chunks that a thread done early can take
-  // over: decode is bound by memory, and a thread left waiting at the end wastes it.
-  const int64_t groups = (N + 7) / 8;
-  ChunkedSplit work(groups, pool.size(), std::max<int64_t>(1, groups / (16 * pool.size())));
-  auto fused_rows = [&](int ith, const QuantizedActs& acts) {
-    qdirect_prepare(w->type, acts, M);
-    int64_t g0, g1;
-    while (work.next(ith, &g0, &g1))
-      qdirect_rows(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), 8 * g0,
-                   std::min(N, 8 * g1), acts, M, n.dst->f32(0), y_stride);
-  };
-  // Decode: each thread quantizes the few columns for itself (a microsecond) in the same pass as
-  // its rows: one barrier per matmul instead of two.
-  if (fused && M <= kOwnActsCols) {
-    pool.run([&](int ith, int) {
-      thread_local QuantizedActs mine;
-      mine.resize(K, M);
-      quantize(mine, 0, M);
-      fused_rows(ith, mine);
-    });
-    return;
-  }
+  const Node* one[] = {&n};
+  if (fused && M <= kOwnActsCols) return fused_pass(one, pool, nullptr);
   static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
   xa.resize(K, M);
   QuantizedActs& acts = xa;
   pool.run([&](int ith, int nth) {
     int64_t c0, c1;
     ThreadPool::split(M, ith, nth, &c0, &c1);
-    quantize(acts, c0, c1);
+    for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
   });
-  if (fused) {
-    pool.run([&](int ith, int) { fused_rows(ith, acts); });
-    return;
-  }
+  if (fused) return fused_pass(one, pool, &acts);
   // Prefill: each thread unpacks chunks of its rows (weights read from memory once), interleaves
   // them 8 rows at a time and runs the 8-row x 3-column micro-kernels over every column. Rows past
   // the last multiple of 8 take the untiled dot products.
@@ -95,6 +117,24 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
 }
 
 }  // namespace
+
+size_t matmuls(const std::vector<Node>& nodes, size_t i, size_t end, ThreadPool& pool) {
+#if defined(__x86_64__)
+  const Node& n = nodes[i];
+  if (decode_pass_fits(n)) {
+    std::vector<const Node*> run = {&n};
+    while (i + run.size() < end) {
+      const Node& m = nodes[i + run.size()];
+      if (m.op != Op::MATMUL || m.src[1] != n.src[1] || m.src[0]->type != n.src[0]->type || !decode_pass_fits(m)) break;
+      run.push_back(&m);
+    }
+    fused_pass(run, pool, nullptr);
+    return run.size();
+  }
+#endif
+  matmul(nodes[i], pool);
+  return 1;
+}
 
 void matmul(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];

@@ -1,6 +1,6 @@
 // Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
-// Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0, Q5_0 and Q5_1 one block per
-// register; eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four
+// Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0 (also as Q8_0_R8), Q5_0 and
+// Q5_1 one block per register; eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four
 // activation columns. Decode reads each weight byte once and writes nothing back, so it can run
 // at memory speed. Also the entry points qdirect_supports/qdirect_dot for every fused type (the
 // K-quants are in qdirect_k_avx2.cpp).
@@ -250,29 +250,53 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
+// Where rows8_single finds block u of its eight rows. SingleRowMajor: the file's layout, eight
+// row streams, the scales gathered. Q8Grouped: Q8_0_R8 (ref/repacked.h), one stream, the eight
+// rows' scales of a block in one 16-byte load.
+template <class F>
+struct SingleRowMajor {
+  static constexpr bool kGrouped = false;
+  static constexpr int64_t kB = sizeof(typename F::Block);
+  static __m256i codes(const uint8_t* w, int64_t rb, int row, int64_t u) { return F::codes(w + row * rb + u * kB); }
+  static __m256 scales(const uint8_t* w, __m256i off, int64_t u, __m256i& words) {
+    words = gather_words(w + u * kB, off);
+    return F::scale(words);
+  }
+};
+struct Q8Grouped {
+  static constexpr bool kGrouped = true;
+  static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
+    return load32(w + (u / 2) * ref::kQ8_0R8UnitBytes + 32 + 64 * row + 32 * (u % 2));
+  }
+  static __m256 scales(const uint8_t* w, __m256i, int64_t u, __m256i& words) {
+    words = _mm256_setzero_si256();  // only Q5_1's m reads the words
+    return _mm256_cvtph_ps(load16(w + (u / 2) * ref::kQ8_0R8UnitBytes + 16 * (u % 2)));
+  }
+};
+
 // Q8_0, Q5_0, Q5_1: one block per register.
-template <class F, int NC>
+template <class F, class L, int NC>
 void rows8_single(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  constexpr int64_t kB = sizeof(typename F::Block);
+  static_assert(!L::kGrouped || std::is_same_v<F, Q8_0F>, "only Q8_0 has a grouped layout here");
   const int64_t K = x.K, nb = K / 32;
   const __m256i off = row_offsets(rb);
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   const GroupPrefetch pf(w, rb, nb);
   for (int64_t u = 0; u < nb; ++u) {
-    pf.step(u);
+    if constexpr (!L::kGrouped) pf.step(u);
     RowSums rs[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
       __m256i v[2][NC];
       for (int k = 0; k < 2; ++k) {
-        const __m256i q = F::codes(w + (2 * rp + k) * rb + u * kB);
+        const __m256i q = L::codes(w, rb, 2 * rp + k, u);
         for (int c = 0; c < NC; ++c) v[k][c] = dot32<F::kSigned>(q, load32(x.q.data() + (c0 + c) * K + 32 * u));
       }
       for (int c = 0; c < NC; ++c) rs[c].pair(rp, v[0][c], v[1][c]);
     }
-    const __m256i words = gather_words(w + u * kB, off);
-    const __m256 d = F::scale(words);
+    __m256i words;
+    const __m256 d = L::scales(w, off, u, words);
     for (int c = 0; c < NC; ++c) Column<F>(x, c0 + c).block(u, rs[c].total(), d, words, acc[c], accm[c]);
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
@@ -280,8 +304,9 @@ void rows8_single(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t 
 
 template <class F, class L = RowMajor<F>>
 constexpr Rows8Fn kPairs[4] = {rows8_pairs<F, L, 1>, rows8_pairs<F, L, 2>, rows8_pairs<F, L, 3>, rows8_pairs<F, L, 4>};
-template <class F>
-constexpr Rows8Fn kSingle[4] = {rows8_single<F, 1>, rows8_single<F, 2>, rows8_single<F, 3>, rows8_single<F, 4>};
+template <class F, class L = SingleRowMajor<F>>
+constexpr Rows8Fn kSingle[4] = {rows8_single<F, L, 1>, rows8_single<F, L, 2>, rows8_single<F, L, 3>,
+                                rows8_single<F, L, 4>};
 
 bool uses_pairs(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4;
@@ -299,6 +324,7 @@ const Rows8Fn* block32_kernels(DType t) {
     case DType::IQ4_NL: return kPairs<Iq4nlF>;
     case DType::MXFP4: return kPairs<Mxfp4F>;
     case DType::Q8_0: return kSingle<Q8_0F>;
+    case DType::Q8_0_R8: return kSingle<Q8_0F, Q8Grouped>;
     case DType::Q5_0: return kSingle<Q5_0F>;
     case DType::Q5_1: return kSingle<Q5_1F>;
     default: return nullptr;
@@ -324,7 +350,7 @@ int64_t qdirect_max_cols(DType w) {
     case DType::IQ4_NL: case DType::MXFP4: return 64;
     case DType::Q4_K: case DType::Q4_K_R8: case DType::Q5_K: return 48;
     case DType::Q5_0: case DType::Q6_K: return 40;
-    case DType::Q5_1: case DType::Q8_0: return 32;
+    case DType::Q5_1: case DType::Q8_0: case DType::Q8_0_R8: return 32;
     default: return 0;
   }
 }

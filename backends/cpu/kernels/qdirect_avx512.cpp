@@ -1,5 +1,6 @@
 // Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
-// types decode spends its time on: Q4_0 in its Q4_0_R8 layout, Q8_0, and Q4_K in Q4_K_R8.
+// types decode spends its time on: Q4_0, Q8_0 and Q4_K in their grouped layouts (Q4_0_R8,
+// Q8_0_R8, Q4_K_R8), and Q8_0 as in the file.
 // Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
 // only the exact integer sums are formed differently. What they buy (docs/PERF.md): a 512-bit
 // register holds two rows' codes (or two sub-block pairs), and vpdpbusd / vpdpwssd fold the
@@ -56,17 +57,35 @@ struct Rows8Sums {
   void pair(int p, __m512i a, __m512i b) {
     t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
   }
-  __m256i total() const {
+  // Each row's two halves (lanes 0-7, 8-15) summed apart, rows in order:
+  // [rows 0-3 first half | rows 4-7 first half | rows 0-3 second half | rows 4-7 second half].
+  __m512i halves() const {
     // Per 128-bit lane: [row 0, 1, 2, 3] (u0) and [row 4, 5, 6, 7] (u1) partials.
     const __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));
     const __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));
-    // [u0 l0+l1, u0 l2+l3, u1 l0+l1, u1 l2+l3], then the two halves of each added.
+    // [u0 l0+l1, u0 l2+l3, u1 l0+l1, u1 l2+l3], then in row order.
     const __m512i r = _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
                                        _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(3, 1, 2, 0))),
-                            _mm512_castsi512_si256(_mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(2, 0, 3, 1))));
+    return _mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(3, 1, 2, 0));
+  }
+  __m256i total() const {
+    const __m512i h = halves();
+    return _mm256_add_epi32(_mm512_castsi512_si256(h), _mm512_castsi512_si256(_mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(1, 0, 3, 2))));
   }
 };
+
+// acc += float(T) * (d * dx), for the two blocks in the halves of T, d and dx, in block order:
+// qgemm.h's step, one row per lane.
+__m256 fma_two_blocks(__m512i T, __m512 d, __m512 dx, __m256 acc) {
+  const __m512 f = _mm512_cvtepi32_ps(T), s = _mm512_mul_ps(d, dx);
+  acc = _mm256_fmadd_ps(lower(f), lower(s), acc);
+  return _mm256_fmadd_ps(upper(f), upper(s), acc);
+}
+// [dx[0] x 8 | dx[1] x 8]
+__m512 two_scales(const float* dx) {
+  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  return _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx)))));
+}
 
 // Where lane_sums4 leaves rows r of two interleaved halves: rows 0, 2, 4, 6 in lanes 0-3 and
 // rows 1, 3, 5, 7 in lanes 8-11 (and the second block's in 4-7 / 12-15), back in row order.
@@ -83,7 +102,6 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   const int64_t K = x.K, units = K / 64;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i order = row_order();
-  const __m512i two_dx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const int8_t* xp[NC];
   const float* dx[NC];
   const int32_t* bs[NC];
@@ -113,10 +131,7 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
     for (int c = 0; c < NC; ++c) {
       const __m512i T = _mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]));
-      const __m512 dxs = _mm512_permutexvar_ps(two_dx, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx[c] + 2 * g)))));
-      const __m512 f = _mm512_cvtepi32_ps(T), s = _mm512_mul_ps(d, dxs);
-      acc[c] = _mm256_fmadd_ps(lower(f), lower(s), acc[c]);  // block u, then u + 1, as qgemm.h says
-      acc[c] = _mm256_fmadd_ps(upper(f), upper(s), acc[c]);
+      acc[c] = fma_two_blocks(T, d, two_scales(dx[c] + 2 * g), acc[c]);
     }
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
@@ -173,6 +188,45 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
       const __m256i T = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, _mm256_set1_ps(dx[c][u])), acc[c]);
     }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+}
+
+// Q8_0_R8 (ref/repacked.h): per unit, one register holds a row's two blocks, so vpdpbusd leaves
+// [block u | block u+1] per row and Rows8Sums reduces the halves apart. Codes offset by 128 as
+// in q8_0.
+template <int NC>
+void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, units = K / 64;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[NC];
+  const float* dx[NC];
+  const int32_t* bs[NC];
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) {
+    xq[c] = x.q.data() + (c0 + c) * K;
+    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
+    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
+    acc[c] = _mm256_setzero_ps();
+  }
+  for (int64_t g = 0; g < units; ++g) {
+    const uint8_t* unit = w + g * ref::kQ8_0R8UnitBytes;
+    ahead<ref::kQ8_0R8UnitBytes>(unit);
+    __m512i xv[NC], init[NC];
+    for (int c = 0; c < NC; ++c) {
+      xv[c] = ld64(xq[c] + 64 * g);
+      const int32_t* b = bs[c] + 4 * g;
+      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * (b[0] + b[1])), 0x0100, -128 * (b[2] + b[3]));
+    }
+    Rows8Sums rs[NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* rows = unit + 32 + 128 * p;
+      const __m512i a = _mm512_xor_si512(ld64(rows), flip), b = _mm512_xor_si512(ld64(rows + 64), flip);
+      for (int c = 0; c < NC; ++c) rs[c].pair(p, _mm512_dpbusd_epi32(init[c], a, xv[c]), _mm512_dpbusd_epi32(init[c], b, xv[c]));
+    }
+    const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
+    for (int c = 0; c < NC; ++c) acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(dx[c] + 2 * g), acc[c]);
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
 }
@@ -256,6 +310,7 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
 
 constexpr Rows8Fn kQ4_0R8[4] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
+constexpr Rows8Fn kQ8_0R8[4] = {q8_0_r8<1>, q8_0_r8<2>, q8_0_r8<3>, q8_0_r8<4>};
 constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 
 }  // namespace
@@ -264,6 +319,7 @@ const Rows8Fn* avx512_kernels(DType t) {
   switch (t) {
     case DType::Q4_0_R8: return kQ4_0R8;
     case DType::Q8_0: return kQ8_0;
+    case DType::Q8_0_R8: return kQ8_0R8;
     case DType::Q4_K_R8: return kQ4_KR8;
     default: return nullptr;
   }
