@@ -2,8 +2,9 @@
 // matrix is copied into one anonymous arena backed by huge pages where the kernel grants them
 // (decode is TLB-bound on 4 KiB file pages: docs/PERF.md), and its file pages are released, so
 // the resident size stays the file's; 2-D Q4_0, Q4_K and Q8_0 matrices are regrouped on the way,
-// eight rows at a time (Q4_0_R8, Q4_K_R8, Q8_0_R8: backends/ref/repacked.h). A file read into memory has those
-// regrouped in place. Done when the model's matmuls run on the CPU kernels (backend "cpu", or
+// eight rows at a time (Q4_0_R8, Q4_K_R8, Q8_0_R8: backends/ref/repacked.h). A file read into
+// memory has those regrouped in place. Tensors in `skip` stay mapped (read ahead into the page
+// cache). Done when the model's matmuls run on the CPU kernels (backend "cpu", or
 // "auto" resolving to it) and the CPU has AVX2; KESTREL_NO_REPACK=1 keeps the file's pages and
 // layouts (A/B runs, or to share one page cache between processes).
 #pragma once

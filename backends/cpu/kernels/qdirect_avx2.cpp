@@ -344,6 +344,10 @@ bool qdirect_supports(DType w, int64_t K, int64_t row_bytes) {
 int64_t qdirect_max_cols(DType w) {
   // Where unpack + tiles caught up, one thread, K 2048 (tiled time / fused time = 1), rounded down:
   // the 4-bit types decode cheapest and share it over most columns.
+  // The AVX-512 kernels of the grouped layouts beat unpack + tiles at every batch measured, up to
+  // 512 columns (pp512 Q4_0 57 -> 175 tokens/s, Q8_0 85 -> 124, Q4_K 87 -> 118; docs/PERF.md
+  // item 18), so they serve batches up to there.
+  if (use_avx512() && ref::is_grouped(w) && qdirect::avx512_kernels(w)) return 512;
   switch (w) {
     case DType::Q4_0: case DType::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;

@@ -99,8 +99,8 @@ void qgemm_tiles(DType type, const InterleavedRows& w, int64_t n_groups, const Q
 // rows [r0, r1) and columns [0, n_cols); x was quantized by qgemm_quantize_acts to the type's
 // vec_dot type.
 bool qdirect_supports(DType w, int64_t K, int64_t row_bytes);
-// The most columns for which the fused kernels beat unpack + tiles (measured per type, one
-// thread, K 2048: docs/PERF.md); 0 for types without fused kernels.
+// The most columns for which the fused kernels beat unpack + tiles (measured per type and
+// instruction set, K 2048: docs/PERF.md); 0 for types without fused kernels.
 int64_t qdirect_max_cols(DType w);
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride);
