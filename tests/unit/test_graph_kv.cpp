@@ -121,3 +121,41 @@ TEST_CASE("thread pool runs every index once per call, many calls in a row") {
     CHECK(sum.load() == 2000 * n * (n + 1) / 2);
   }
 }
+
+TEST_CASE("ChunkedSplit hands out every item exactly once, own share first") {
+  for (int n_threads : {1, 2, 3, 4}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{100}, int64_t{1001}}) {
+      for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{64}}) {
+        CAPTURE(n_threads);
+        CAPTURE(n);
+        CAPTURE(chunk);
+        ThreadPool pool(n_threads);
+        ChunkedSplit work(n, n_threads, chunk);
+        std::vector<std::atomic<int>> taken(static_cast<size_t>(n));
+        std::atomic<int> bad_piece{0};
+        pool.run([&](int ith, int) {
+          int64_t b, e;
+          while (work.next(ith, &b, &e)) {
+            if (e - b > chunk || b >= e) ++bad_piece;
+            for (int64_t i = b; i < e; ++i) ++taken[static_cast<size_t>(i)];
+          }
+        });
+        int wrong = 0;
+        for (auto& t : taken) wrong += t.load() != 1;
+        CHECK(wrong == 0);
+        CHECK(bad_piece.load() == 0);
+        // Alone, a thread takes its own share front to back before anything else.
+        for (int ith = 0; ith < n_threads; ++ith) {
+          ChunkedSplit fresh(n, n_threads, chunk);
+          int64_t own0, own1, b, e, at;
+          ThreadPool::split(n, ith, n_threads, &own0, &own1);
+          for (at = own0; at < own1; at = e) {
+            REQUIRE(fresh.next(ith, &b, &e));
+            CHECK(b == at);
+            CHECK(e == std::min(own1, at + chunk));
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,9 +1,10 @@
 // Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
 // Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0 (also as Q8_0_R8), Q5_0 and
-// Q5_1 one block per register; eight rows per pass with one row per float lane (qdirect_avx2.h), for up to four
-// activation columns. Decode reads each weight byte once and writes nothing back, so it can run
-// at memory speed. Also the entry points qdirect_supports/qdirect_dot for every fused type (the
-// K-quants are in qdirect_k_avx2.cpp).
+// Q5_1 one block per register; eight rows per pass with one row per float lane
+// (qdirect_avx2.h), for up to four activation columns. Decode reads each weight byte once and
+// writes nothing back, so it can run at memory speed. Also the entry points of qgemm.h for every
+// fused type (qdirect_supports, _max_cols, _prepare, _rows, _dot), which pick the AVX-512 kernels
+// (qdirect_avx512.cpp) where the CPU has them; the K-quants are in qdirect_k_avx2.cpp.
 #if defined(__x86_64__)
 #include <algorithm>
 #include <climits>

@@ -93,6 +93,27 @@ __m512 two_scales(const float* dx) {
 // CPUs without AVX-512 too.)
 __m512i row_order() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
 
+// A kernel call's columns: each one's activation codes, scales per 32 and sums per 16, and its
+// accumulator of eight row results.
+template <int NC>
+struct Columns {
+  const int8_t* q[NC];
+  const float* dx[NC];
+  const int32_t* bs[NC];
+  __m256 acc[NC];
+  Columns(const QuantizedActs& x, int64_t c0) {
+    for (int c = 0; c < NC; ++c) {
+      q[c] = x.q.data() + (c0 + c) * x.K;
+      dx[c] = x.dx.data() + (c0 + c) * (x.K / 32);
+      bs[c] = x.bs.data() + (c0 + c) * (x.K / 16);
+      acc[c] = _mm256_setzero_ps();
+    }
+  }
+  void store(float* y, int64_t c0, int64_t y_stride) const {
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+  }
+};
+
 // Q4_0_R8: per unit (two blocks of eight rows, ref/repacked.h), one register holds rows 2p and
 // 2p+1, both blocks each; with the pair-ordered activations (qdirect.h) vpdpbusd leaves
 // [row 2p: block u in lanes 0-3, u+1 in 4-7 | row 2p+1: the same]. The centre (8 sum(qx) per
@@ -102,23 +123,15 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   const int64_t K = x.K, units = K / 64;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i order = row_order();
-  const int8_t* xp[NC];
-  const float* dx[NC];
-  const int32_t* bs[NC];
-  __m256 acc[NC];
-  for (int c = 0; c < NC; ++c) {
-    xp[c] = paired_acts(c0 + c, K);
-    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
-    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
-    acc[c] = _mm256_setzero_ps();
-  }
+  Columns<NC> col(x, c0);
+  for (int c = 0; c < NC; ++c) col.q[c] = paired_acts(c0 + c, K);  // the pair order (qdirect.h)
   for (int64_t g = 0; g < units; ++g) {
     const uint8_t* unit = w + g * ref::kQ4_0R8UnitBytes;
     ahead<ref::kQ4_0R8UnitBytes>(unit);
     __m512i xa[NC], xb[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
-      xa[c] = dup32(xp[c] + 64 * g), xb[c] = dup32(xp[c] + 64 * g + 32);
-      const int32_t* b = bs[c] + 4 * g;
+      xa[c] = dup32(col.q[c] + 64 * g), xb[c] = dup32(col.q[c] + 64 * g + 32);
+      const int32_t* b = col.bs[c] + 4 * g;
       init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0101, -8 * (b[0] + b[1])), 0x1010, -8 * (b[2] + b[3]));
     }
     __m512i v[4][NC];
@@ -131,10 +144,10 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
     for (int c = 0; c < NC; ++c) {
       const __m512i T = _mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]));
-      acc[c] = fma_two_blocks(T, d, two_scales(dx[c] + 2 * g), acc[c]);
+      col.acc[c] = fma_two_blocks(T, d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
     }
   }
-  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+  col.store(y, c0, y_stride);
 }
 
 // fp16 values in the low halves of eight 32-bit lanes, as floats.
@@ -156,22 +169,13 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), order = row_order();
   const char* next = reinterpret_cast<const char*>(w + 16 * rb);
   const int64_t slice = (8 * rb + 64 * nb - 1) / (64 * nb) * 64;
-  const int8_t* xq[NC];
-  const float* dx[NC];
-  const int32_t* bs[NC];
-  __m256 acc[NC];
-  for (int c = 0; c < NC; ++c) {
-    xq[c] = x.q.data() + (c0 + c) * K;
-    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
-    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
-    acc[c] = _mm256_setzero_ps();
-  }
+  Columns<NC> col(x, c0);
   for (int64_t u = 0; u < nb; ++u) {
     for (int64_t o = 0; o < slice; o += 64) _mm_prefetch(next + u * slice + o, _MM_HINT_T0);
     __m512i xv[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
-      xv[c] = dup32(xq[c] + 32 * u);
-      init[c] = _mm512_maskz_set1_epi32(0x0101, -128 * (bs[c][2 * u] + bs[c][2 * u + 1]));
+      xv[c] = dup32(col.q[c] + 32 * u);
+      init[c] = _mm512_maskz_set1_epi32(0x0101, -128 * (col.bs[c][2 * u] + col.bs[c][2 * u + 1]));
     }
     __m512i v[4][NC];
     const uint8_t* b = w + u * kB + 2;
@@ -186,10 +190,10 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
       const __m512i s = lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]);
       const __m512i t = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
       const __m256i T = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, _mm256_set1_ps(dx[c][u])), acc[c]);
+      col.acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, _mm256_set1_ps(col.dx[c][u])), col.acc[c]);
     }
   }
-  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+  col.store(y, c0, y_stride);
 }
 
 // Q8_0_R8 (ref/repacked.h): per unit, one register holds a row's two blocks, so vpdpbusd leaves
@@ -199,23 +203,14 @@ template <int NC>
 void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, units = K / 64;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const int8_t* xq[NC];
-  const float* dx[NC];
-  const int32_t* bs[NC];
-  __m256 acc[NC];
-  for (int c = 0; c < NC; ++c) {
-    xq[c] = x.q.data() + (c0 + c) * K;
-    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
-    bs[c] = x.bs.data() + (c0 + c) * (K / 16);
-    acc[c] = _mm256_setzero_ps();
-  }
+  Columns<NC> col(x, c0);
   for (int64_t g = 0; g < units; ++g) {
     const uint8_t* unit = w + g * ref::kQ8_0R8UnitBytes;
     ahead<ref::kQ8_0R8UnitBytes>(unit);
     __m512i xv[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
-      xv[c] = ld64(xq[c] + 64 * g);
-      const int32_t* b = bs[c] + 4 * g;
+      xv[c] = ld64(col.q[c] + 64 * g);
+      const int32_t* b = col.bs[c] + 4 * g;
       init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * (b[0] + b[1])), 0x0100, -128 * (b[2] + b[3]));
     }
     Rows8Sums rs[NC];
@@ -226,9 +221,9 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
       for (int c = 0; c < NC; ++c) rs[c].pair(p, _mm512_dpbusd_epi32(init[c], a, xv[c]), _mm512_dpbusd_epi32(init[c], b, xv[c]));
     }
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
-    for (int c = 0; c < NC; ++c) acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(dx[c] + 2 * g), acc[c]);
+    for (int c = 0; c < NC; ++c) col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
   }
-  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, acc[c]);
+  col.store(y, c0, y_stride);
 }
 
 // Q4_K_R8 (ref/repacked.h): per row and super-block, two registers of codes whose low and high
