@@ -35,7 +35,8 @@ __m256 upper(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_c
 
 // The grouped layouts are one stream per thread, which the hardware prefetchers follow, but they
 // ramp up too slowly for these kernels: each unit also asks for the lines kAhead bytes on
-// (8 KiB measured best of 1-24 KiB, about 7% faster decode than none; docs/PERF.md).
+// (6-12 KiB measured best of 1-24 KiB, 6-9% faster decode than none; docs/PERF.md item 14).
+// Prefetches past the end of a matrix are harmless (they never fault).
 constexpr int64_t kAhead = 8192;
 template <int64_t kUnitBytes>
 void ahead(const uint8_t* unit) {
@@ -84,7 +85,8 @@ __m256 fma_two_blocks(__m512i T, __m512 d, __m512 dx, __m256 acc) {
 // [dx[0] x 8 | dx[1] x 8]
 __m512 two_scales(const float* dx) {
   const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  return _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx)))));
+  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(dx)));  // dx[0], dx[1]
+  return _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(two));
 }
 
 // Where lane_sums4 leaves rows r of two interleaved halves: rows 0, 2, 4, 6 in lanes 0-3 and
