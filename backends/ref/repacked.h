@@ -1,8 +1,9 @@
 // Grouped layouts: weights regrouped eight rows at a time, the layouts the CPU backend repacks 2-D
 // matrices into at load (runtime/model/repack.cpp). The bytes are the file's, moved. Rows are cut
 // into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K:
-// one 256-value super-block, 144 bytes); group g (rows 8g..8g+7) starts where row 8g did and holds its units in order, each unit
-// field by field with the eight rows' copies of a field side by side:
+// one 256-value super-block, 144 bytes); group g (rows 8g..8g+7) starts where row 8g did and
+// holds its units in order, each unit field by field with the eight rows' copies of a field side
+// by side:
 //   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
 //                                 per row, the 16 code bytes of the first block then the second's
 //   Q8_0_R8, 544 bytes per unit:  8 scales of the first block | 8 of the second |

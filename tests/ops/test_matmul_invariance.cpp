@@ -35,7 +35,9 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // The fused kernel sets this CPU can run (simd.h): AVX2, and AVX-512 VNNI where present; the
 // scope switches to one and back.
-std::vector<bool> avx512_choices() { return cpu::has_avx512_vnni() ? std::vector<bool>{false, true} : std::vector<bool>{false}; }
+std::vector<bool> avx512_choices() {
+  return cpu::has_avx512_vnni() ? std::vector<bool>{false, true} : std::vector<bool>{false};
+}
 struct Avx512Scope {
   bool before = cpu::use_avx512();
   explicit Avx512Scope(bool on) { cpu::allow_avx512(on); }
@@ -127,9 +129,9 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   }
 }
 
-// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0, Q4_K or Q8_0 matrix regrouped
-// gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS, and the
-// layout gives every row back byte for byte.
+// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0, Q4_K or Q8_0 matrix
+// regrouped gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS,
+// and the layout gives every row back byte for byte.
 TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MATMUL and GET_ROWS") {
   if (!cpu::has_avx2_fma()) {
     MESSAGE("no AVX2/FMA: weights are never repacked");

@@ -50,7 +50,8 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
     thread_local QuantizedActs mine;
     if (!shared) {
       mine.resize(K, M);
-      for (int64_t c = 0; c < M; ++c) qgemm_quantize_acts(dtype_info(type).vec_dot_type, x->f32(0) + c * x_stride, K, mine, c);
+      const DType vdt = dtype_info(type).vec_dot_type;
+      for (int64_t c = 0; c < M; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, mine, c);
     }
     const QuantizedActs& acts = shared ? *shared : mine;
     qdirect_prepare(type, acts, M);

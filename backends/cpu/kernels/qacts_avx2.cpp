@@ -50,7 +50,8 @@ void qgemm_quantize_acts(DType vdt, const float* xc, int64_t K, QuantizedActs& o
     for (int i = 0; i < 4; ++i) n[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
     // Codes in order: packs interleave 128-bit lanes, the permute puts them back.
     const __m256i w01 = _mm256_packs_epi32(n[0], n[1]), w23 = _mm256_packs_epi32(n[2], n[3]);
-    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * u), b);
     const __m256i s01 = _mm256_add_epi32(n[0], n[1]), s23 = _mm256_add_epi32(n[2], n[3]);
     const __m128i s0 = _mm_add_epi32(_mm256_castsi256_si128(s01), _mm256_extracti128_si256(s01, 1));

@@ -71,7 +71,8 @@ struct Rows8Sums {
   }
   __m256i total() const {
     const __m512i h = halves();
-    return _mm256_add_epi32(_mm512_castsi512_si256(h), _mm512_castsi512_si256(_mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(1, 0, 3, 2))));
+    const __m512i swapped = _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(1, 0, 3, 2));
+    return _mm256_add_epi32(_mm512_castsi512_si256(h), _mm512_castsi512_si256(swapped));
   }
 };
 
@@ -213,17 +214,20 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
     for (int c = 0; c < NC; ++c) {
       xv[c] = ld64(col.q[c] + 64 * g);
       const int32_t* b = col.bs[c] + 4 * g;
-      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * (b[0] + b[1])), 0x0100, -128 * (b[2] + b[3]));
+      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * (b[0] + b[1])), 0x0100,
+                                       -128 * (b[2] + b[3]));
     }
     Rows8Sums rs[NC];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       const uint8_t* rows = unit + 32 + 128 * p;
       const __m512i a = _mm512_xor_si512(ld64(rows), flip), b = _mm512_xor_si512(ld64(rows + 64), flip);
-      for (int c = 0; c < NC; ++c) rs[c].pair(p, _mm512_dpbusd_epi32(init[c], a, xv[c]), _mm512_dpbusd_epi32(init[c], b, xv[c]));
+      for (int c = 0; c < NC; ++c)
+        rs[c].pair(p, _mm512_dpbusd_epi32(init[c], a, xv[c]), _mm512_dpbusd_epi32(init[c], b, xv[c]));
     }
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
-    for (int c = 0; c < NC; ++c) col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
+    for (int c = 0; c < NC; ++c)
+      col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
   }
   col.store(y, c0, y_stride);
 }
@@ -267,7 +271,9 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
       const int32_t* b = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
       int32_t ps[8];
       for (int j = 0; j < 8; ++j) ps[j] = b[2 * j] + b[2 * j + 1];
-      auto pair16 = [&](int i, int j) { return _mm256_set1_epi32(static_cast<int32_t>((ps[i] & 0xFFFF) | (static_cast<uint32_t>(ps[j]) << 16))); };
+      auto pair16 = [&](int i, int j) {  // ps[i] in the low int16 of every 32-bit lane, ps[j] in the high
+        return _mm256_set1_epi32(static_cast<int32_t>((ps[i] & 0xFFFF) | (static_cast<uint32_t>(ps[j]) << 16)));
+      };
       M[c] = _mm256_dpwssd_epi32(_mm256_setzero_si256(), mins[0], pair16(0, 2));
       M[c] = _mm256_dpwssd_epi32(M[c], mins[1], pair16(1, 3));
       M[c] = _mm256_dpwssd_epi32(M[c], mins[2], pair16(4, 6));
@@ -280,7 +286,8 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
       for (int k = 0; k < 2; ++k) {
         const int r = 2 * p + k;
         const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), 0, Q4kScales::word(unit + 96 + 4 * r));
-        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()))));
+        const __m128i sc8 = _mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()));
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sc8));  // 8 int16 scales per 128 bits
         const uint8_t* qs = unit + 128 + 128 * r;
         const __m512i A = ld64(qs), B = ld64(qs + 64);
         const __m512i code[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
