@@ -105,8 +105,11 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
   std::vector<const gguf::TensorInfo*> todo;
   size_t arena = 0;
   for (const gguf::TensorInfo& ti : f.tensors()) {
-    if (ti.n_dims >= 2 && ti.nbytes > 0 && skip.count(ti.name)) read_ahead(f.tensor_data(ti), ti.nbytes);
-    if (ti.n_dims < 2 || ti.nbytes == 0 || skip.count(ti.name)) continue;
+    if (ti.n_dims < 2 || ti.nbytes == 0) continue;
+    if (skip.count(ti.name)) {  // stays in the file
+      read_ahead(f.tensor_data(ti), ti.nbytes);
+      continue;
+    }
     todo.push_back(&ti);
     arena += arena_share(ti);
   }

@@ -23,13 +23,19 @@ namespace {
 constexpr int64_t kRowChunk = 16;  // rows unpacked together (a multiple of 8): 16 x K bytes stays in L2
 constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread quantizes them itself
 
+// Up to a type's crossover (decode, speculative verification, short prompts) the fused kernels:
+// they read the weights once and write nothing. Larger batches reuse each unpacked chunk across
+// all columns, which measured faster there (docs/PERF.md).
+[[maybe_unused]] bool fused_fits(const Node& n) {
+  const Tensor* w = n.src[0];
+  return n.src[1]->ne[1] <= qdirect_max_cols(w->type) &&
+         qdirect_supports(w->type, w->ne[0], static_cast<int64_t>(w->nb[1]));
+}
 // True when a MATMUL takes fused_pass with each thread quantizing x itself: few columns (decode),
 // a fused kernel for its type.
 [[maybe_unused]] bool decode_pass_fits(const Node& n) {
-  const Tensor *w = n.src[0], *x = n.src[1];
-  const int64_t K = w->ne[0], M = x->ne[1];
-  return has_avx2_fma() && qgemm_supports(w->type, K) && M <= kOwnActsCols && M <= qdirect_max_cols(w->type) &&
-         qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]));
+  return has_avx2_fma() && qgemm_supports(n.src[0]->type, n.src[0]->ne[0]) && n.src[1]->ne[1] <= kOwnActsCols &&
+         fused_fits(n);
 }
 
 // The fused kernels over matmuls of one input x and one weight type (q, k, v; gate, up) as one
@@ -77,10 +83,7 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
   const DType vdt = dtype_info(w->type).vec_dot_type;
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
-  // Up to a type's crossover (decode, speculative verification, short prompts) the fused kernels:
-  // they read the weights once and write nothing. Larger batches reuse each unpacked chunk across
-  // all columns, which measured faster there (docs/PERF.md).
-  const bool fused = M <= qdirect_max_cols(w->type) && qdirect_supports(w->type, K, static_cast<int64_t>(w->nb[1]));
+  const bool fused = fused_fits(n);
   const Node* one[] = {&n};
   if (fused && M <= kOwnActsCols) return fused_pass(one, pool, nullptr);
   static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
