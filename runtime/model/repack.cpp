@@ -21,9 +21,10 @@ constexpr int64_t kSlice = int64_t{2} << 20;  // bytes copied between two releas
 bool regroups(const gguf::TensorInfo& ti) {
   return ti.ne[2] == 1 && ti.ne[3] == 1 && ref::grouped_fits(ti.type, ti.ne[0], ti.ne[1]);
 }
-// A table left in the file (an untied token embedding, read a row per token): have the kernel
-// read it into the page cache now, in the background. Otherwise each new token's row waited for
-// a read from the file (0.1-0.3 ms per token in this VM, 1-2% of decode; docs/PERF.md).
+// A table left in the file (an untied token embedding, read a row per token): map it in now
+// (MADV_POPULATE_READ waits for it; the older MADV_WILLNEED only starts the reads). Otherwise each
+// new token's row waited for a read from the file (0.1-0.3 ms per token in this VM, 1-2% of
+// decode; docs/PERF.md item 17).
 void read_ahead(const uint8_t* p, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t b = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
