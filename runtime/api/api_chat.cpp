@@ -70,7 +70,7 @@ kestrel_status kestrel_chat_format(const kestrel_model* model, const char* messa
     if (!tmpl.ok()) return fail(tmpl.status());
     auto text = tmpl->render(in);
     if (!text.ok()) return fail(text.status());
-    return kestrel::api::copy_out(*text, buf, cap, len);
+    return kestrel::api::copy_out("kestrel_chat_format", *text, buf, cap, len);
   });
 }
 

@@ -1,6 +1,7 @@
 // Contexts, decode, logits and KV sequence operations through the C API.
 #include "api/guard.h"
 #include "api/handles.h"
+#include "core/limits.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -27,8 +28,10 @@ kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_con
     const char* err = nullptr;
     if (!kestrel::api::read_options(opts, &o, &err))
       return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_context_new: ") + err);
-    if (o.n_ctx > (1u << 24) || o.n_batch > (1u << 20) || o.n_seq_max > 64)
-      return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_context_new: n_ctx, n_batch or n_seq_max out of range");
+    // The caps of every entry point (core/limits.h), on the caller's values before any narrowing.
+    kestrel::Status st = kestrel::limits::check_context("kestrel_context_new", {o.n_ctx, o.n_batch, o.n_seq_max});
+    if (st.ok()) st = kestrel::limits::check_threads("kestrel_context_new: n_threads", o.n_threads);
+    if (!st.ok()) return fail(st);
     kestrel::ContextOptions co;
     co.n_ctx = static_cast<int32_t>(o.n_ctx);
     co.n_batch = static_cast<int32_t>(o.n_batch);
@@ -61,7 +64,7 @@ kestrel_status kestrel_context_profile(kestrel_context* ctx, bool reset, char* b
   return guard("kestrel_context_profile", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(ctx && len, "kestrel_context_profile", "ctx and len must not be NULL");
     kestrel::Profiler* p = ctx->ctx->profiler();
-    const kestrel_status st = kestrel::api::copy_out(p ? p->json() : "[]", buf, cap, len);
+    const kestrel_status st = kestrel::api::copy_out("kestrel_context_profile", p ? p->json() : "[]", buf, cap, len);
     if (st == KESTREL_OK && reset && p && buf) p->reset();
     return st;
   });
@@ -112,9 +115,15 @@ kestrel_status kestrel_kv_seq_copy(kestrel_context* ctx, int32_t src, int32_t ds
 }
 
 kestrel_status kestrel_kv_seq_keep(kestrel_context* ctx, int32_t seq) {
-  KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_keep", "ctx must not be NULL");
-  ctx->ctx->kv().seq_keep(seq);
-  return KESTREL_OK;
+  return guard("kestrel_kv_seq_keep", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(ctx, "kestrel_kv_seq_keep", "ctx must not be NULL");
+    const int32_t n = ctx->ctx->kv().n_seq_max();
+    if (seq < 0 || seq >= n)
+      return fail(KESTREL_ERR_OUT_OF_RANGE, "kestrel_kv_seq_keep: sequence id " + std::to_string(seq) + " is outside [0, " +
+                                                std::to_string(n) + ")");
+    ctx->ctx->kv().seq_keep(seq);
+    return KESTREL_OK;
+  });
 }
 
 int32_t kestrel_kv_seq_pos_max(const kestrel_context* ctx, int32_t seq) {

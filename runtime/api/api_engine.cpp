@@ -5,6 +5,7 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "core/limits.h"
 #include "engine/scheduler.h"
 
 using kestrel::api::fail;
@@ -52,6 +53,10 @@ kestrel_status kestrel_engine_new(const kestrel_model* model, const kestrel_engi
     const char* err = nullptr;
     if (!kestrel::api::read_options(opts, &o, &err))
       return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_engine_new: ") + err);
+    // The caps of every entry point (core/limits.h), on the caller's values before any narrowing.
+    kestrel::Status caps = kestrel::limits::check_context("kestrel_engine_new", {o.n_ctx, o.n_batch, o.n_parallel, "n_parallel"});
+    if (caps.ok()) caps = kestrel::limits::check_threads("kestrel_engine_new: n_threads", o.n_threads);
+    if (!caps.ok()) return fail(caps);
     kestrel::SchedulerOptions so;
     so.n_ctx = static_cast<int32_t>(o.n_ctx);
     so.n_parallel = static_cast<int32_t>(o.n_parallel);
@@ -95,6 +100,8 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
     kestrel_sampler_options_init(&so);
     if (!kestrel::api::read_options(r.sampling, &so, &err))
       return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_submit: sampling: ") + err);
+    const kestrel::Status bias = kestrel::api::check_logit_bias("kestrel_submit: sampling", so);
+    if (!bias.ok()) return fail(bias);
     kestrel::RequestSpec spec;
     spec.prompt.assign(r.prompt, r.prompt + r.n_prompt);
     spec.max_tokens = r.max_tokens;
@@ -163,7 +170,7 @@ kestrel_status kestrel_engine_generate(kestrel_engine* engine, const kestrel_req
 kestrel_status kestrel_engine_stats(const kestrel_engine* engine, char* buf, size_t cap, size_t* len) {
   return guard("kestrel_engine_stats", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(engine && len, "kestrel_engine_stats", "engine and len must not be NULL");
-    return kestrel::api::copy_out(engine->sched->stats_json(), buf, cap, len);
+    return kestrel::api::copy_out("kestrel_engine_stats", engine->sched->stats_json(), buf, cap, len);
   });
 }
 

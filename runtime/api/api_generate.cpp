@@ -4,6 +4,7 @@
 #include "api/handles.h"
 #include "engine/generate.h"
 #include "engine/stop_strings.h"
+#include "tokenizer/unicode.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -14,6 +15,9 @@ Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::ve
     return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": stop_strings is NULL or n_stop_strings negative");
   for (int32_t i = 0; i < n; ++i) {
     if (!in[i]) return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": a stop string is NULL");
+    // Streamed text is valid UTF-8; a stop string that is not could match inside a character.
+    if (!unicode::is_valid_utf8(in[i]))
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": stop string " + std::to_string(i) + " is not valid UTF-8");
     out->emplace_back(in[i]);
   }
   return Status::Ok();
@@ -46,8 +50,10 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     kestrel_sampler_options_init(&so);
     if (!kestrel::api::read_options(o.sampling, &so, &err))
       return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_generate: sampling: ") + err);
+    kestrel::Status st = kestrel::api::check_logit_bias("kestrel_generate", so);
+    if (!st.ok()) return fail(st);
     kestrel::SamplerParams sp = kestrel::api::to_sampler_params(so);
-    kestrel::Status st = kestrel::validate(sp);
+    st = kestrel::validate(sp);
     if (!st.ok()) return fail(st);
     kestrel::Sampler sampler(sp);
     std::vector<std::string> stop_list;
@@ -90,7 +96,8 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
     kestrel::api::write_spec_stats(res.spec, o.spec_stats);
     if (!st.ok()) return fail(st);
     if (stops.stopped()) return KESTREL_OK;
-    const std::string rest = stops.take_held() + detok.flush();
+    std::string rest = stops.push(detok.flush());  // the incomplete tail, then what stop strings held
+    rest += stops.take_held();
     if (!rest.empty() && o.on_token) o.on_token(-1, rest.data(), rest.size(), o.user);
     return KESTREL_OK;
   });

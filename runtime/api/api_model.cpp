@@ -2,6 +2,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "backends/backend.h"
+#include "core/limits.h"
 
 #include <algorithm>
 
@@ -32,6 +33,8 @@ kestrel_status kestrel_model_load(const char* path, const kestrel_model_options*
     const auto names = kestrel::compiled_backends();
     if (lo.backend != "auto" && std::find(names.begin(), names.end(), lo.backend) == names.end())
       return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_model_load: unknown backend '" + lo.backend + "'");
+    const kestrel::Status threads = kestrel::limits::check_threads("kestrel_model_load: n_threads", o.n_threads);
+    if (!threads.ok()) return fail(threads);
     lo.n_threads = o.n_threads;
     lo.use_mmap = o.use_mmap;
     lo.vocab_only = o.vocab_only;
@@ -49,7 +52,7 @@ void kestrel_model_free(kestrel_model* model) { delete model; }
 kestrel_status kestrel_model_describe(const kestrel_model* model, char* buf, size_t cap, size_t* len) {
   return guard("kestrel_model_describe", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(model, "kestrel_model_describe", "model must not be NULL");
-    return kestrel::api::copy_out(model->model->describe_json(), buf, cap, len);
+    return kestrel::api::copy_out("kestrel_model_describe", model->model->describe_json(), buf, cap, len);
   });
 }
 
@@ -66,6 +69,8 @@ kestrel_status kestrel_tokenize(const kestrel_model* model, const char* text, si
   return guard("kestrel_tokenize", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(model && (text || text_len == 0) && n_tokens, "kestrel_tokenize",
                      "model, text and n_tokens must not be NULL");
+    const kestrel::Status b = kestrel::api::check_buffer("kestrel_tokenize", tokens, cap);
+    if (!b.ok()) return fail(b);
     auto ids = model->model->tokenizer().tokenize(std::string_view(text ? text : "", text_len), add_special, parse_special);
     if (!ids.ok()) return fail(ids.status());
     *n_tokens = ids->size();
@@ -85,7 +90,9 @@ kestrel_status kestrel_detokenize(const kestrel_model* model, const kestrel_toke
     const kestrel::Tokenizer& tok = model->model->tokenizer();
     kestrel::Status st = tok.check_ids(ids);
     if (!st.ok()) return fail(st);
-    return kestrel::api::copy_out(tok.detokenize(ids, render_special), buf, cap, len);
+    // Text leaving the library is valid UTF-8: invalid bytes become U+FFFD (as when streamed).
+    return kestrel::api::copy_out("kestrel_detokenize", kestrel::utf8_repaired(tok.detokenize(ids, render_special)), buf,
+                                  cap, len);
   });
 }
 
@@ -96,7 +103,7 @@ kestrel_status kestrel_token_to_piece(const kestrel_model* model, kestrel_token 
     const kestrel::Tokenizer& tok = model->model->tokenizer();
     kestrel::Status st = tok.check_ids(std::span<const int32_t>(&token, 1));
     if (!st.ok()) return fail(st);
-    return kestrel::api::copy_out(tok.token_to_piece(token, render_special), buf, cap, len);
+    return kestrel::api::copy_out("kestrel_token_to_piece", tok.token_to_piece(token, render_special), buf, cap, len);
   });
 }
 
@@ -114,8 +121,13 @@ void kestrel_detokenizer_free(kestrel_detokenizer* d) { delete d; }
 kestrel_status kestrel_detokenizer_push(kestrel_detokenizer* d, kestrel_token token, char* buf, size_t cap, size_t* len) {
   return guard("kestrel_detokenizer_push", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_push", "detokenizer and len must not be NULL");
-    if (token >= 0) d->pending += d->detok->push(token);  // -1: only what is pending
-    const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
+    // Every check before the token is taken: a refused call changes nothing.
+    const kestrel::Status b = kestrel::api::check_buffer("kestrel_detokenizer_push", buf, cap);
+    if (!b.ok()) return fail(b);
+    const kestrel::Status t = token == -1 ? kestrel::Status::Ok() : d->detok->tokenizer().check_ids({&token, 1});
+    if (!t.ok()) return fail(t.code(), "kestrel_detokenizer_push: " + t.message());
+    if (token != -1) d->pending += d->detok->push(token);  // -1: only what is pending
+    const kestrel_status st = kestrel::api::copy_out("kestrel_detokenizer_push", d->pending, buf, cap, len);
     if (st == KESTREL_OK && buf) d->pending.clear();  // a sizing call (NULL, 0) keeps it
     return st;
   });
@@ -124,8 +136,10 @@ kestrel_status kestrel_detokenizer_push(kestrel_detokenizer* d, kestrel_token to
 kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer* d, char* buf, size_t cap, size_t* len) {
   return guard("kestrel_detokenizer_flush", [&]() -> kestrel_status {
     KS_API_CHECK_ARG(d && len, "kestrel_detokenizer_flush", "detokenizer and len must not be NULL");
+    const kestrel::Status st0 = kestrel::api::check_buffer("kestrel_detokenizer_flush", buf, cap);
+    if (!st0.ok()) return fail(st0);
     d->pending += d->detok->flush();
-    const kestrel_status st = kestrel::api::copy_out(d->pending, buf, cap, len);
+    const kestrel_status st = kestrel::api::copy_out("kestrel_detokenizer_flush", d->pending, buf, cap, len);
     if (st == KESTREL_OK && buf) d->pending.clear();  // a sizing call (NULL, 0) keeps it
     return st;
   });

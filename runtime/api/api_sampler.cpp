@@ -25,6 +25,13 @@ SamplerParams to_sampler_params(const kestrel_sampler_options& o) {
   return p;
 }
 
+Status check_logit_bias(const char* fn, const kestrel_sampler_options& o) {
+  if (o.n_logit_bias < 0 || (o.n_logit_bias > 0 && (!o.logit_bias_tokens || !o.logit_bias_values)))
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": n_logit_bias is " + std::to_string(o.n_logit_bias) +
+                                                   " but logit_bias_tokens or logit_bias_values is NULL (or it is negative)");
+  return Status::Ok();
+}
+
 }  // namespace kestrel::api
 
 extern "C" {
@@ -53,8 +60,10 @@ kestrel_status kestrel_sampler_new(const kestrel_sampler_options* opts, kestrel_
     const char* err = nullptr;
     if (!kestrel::api::read_options(opts, &o, &err))
       return fail(KESTREL_ERR_INVALID_ARGUMENT, std::string("kestrel_sampler_new: ") + err);
+    kestrel::Status st = kestrel::api::check_logit_bias("kestrel_sampler_new", o);
+    if (!st.ok()) return fail(st);
     kestrel::SamplerParams p = kestrel::api::to_sampler_params(o);
-    kestrel::Status st = kestrel::validate(p);
+    st = kestrel::validate(p);
     if (!st.ok()) return fail(st);
     *out = new kestrel_sampler{std::make_unique<kestrel::Sampler>(p)};
     return KESTREL_OK;

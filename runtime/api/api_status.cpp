@@ -18,12 +18,20 @@ kestrel_status fail(kestrel_status code, const std::string& message) {
 
 kestrel_status fail(const Status& st) { return fail(st.code(), st.message()); }
 
-kestrel_status copy_out(const std::string& s, char* buf, size_t cap, size_t* len) {
+Status check_buffer(const char* fn, const void* buf, size_t cap) {
+  if (buf || cap == 0) return Status::Ok();
+  return Error(KESTREL_ERR_INVALID_ARGUMENT,
+               std::string(fn) + ": buf is NULL but cap is " + std::to_string(cap) + " (pass cap 0 to ask for the size)");
+}
+
+kestrel_status copy_out(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len) {
+  const Status st = check_buffer(fn, buf, cap);
+  if (!st.ok()) return fail(st);
   if (len) *len = s.size();
-  if (!buf && cap == 0) return len ? KESTREL_OK : fail(KESTREL_ERR_INVALID_ARGUMENT, "no buffer and no length pointer");
+  if (!buf) return len ? KESTREL_OK : fail(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": no buffer and no length pointer");
   if (cap < s.size() + 1) {
     return fail(KESTREL_ERR_BUFFER_TOO_SMALL,
-                "buffer of " + std::to_string(cap) + " bytes is too small: " + std::to_string(s.size() + 1) + " needed");
+                std::string(fn) + ": buffer of " + std::to_string(cap) + " bytes is too small: " + std::to_string(s.size() + 1) + " needed");
   }
   std::memcpy(buf, s.data(), s.size());
   buf[s.size()] = '\0';

@@ -29,8 +29,11 @@ kestrel_status guard(const char* fn, F&& f) noexcept {
   }
 }
 
-// Copies bytes into a caller buffer with the (buf, cap, *len) convention.
-kestrel_status copy_out(const std::string& s, char* buf, size_t cap, size_t* len);
+// A caller buffer (buf, cap): NULL with cap > 0 is INVALID_ARGUMENT naming fn; NULL with cap 0 is a
+// sizing call. Checked before a call changes any state, so a refused call changes nothing.
+Status check_buffer(const char* fn, const void* buf, size_t cap);
+// Copies text into a caller buffer with the (buf, cap, *len) convention (check_buffer first).
+kestrel_status copy_out(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len);
 
 #define KS_API_CHECK_ARG(cond, fn, what) \
   if (!(cond)) return ::kestrel::api::fail(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + (what))

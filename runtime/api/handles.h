@@ -28,6 +28,8 @@ struct kestrel_detokenizer {
 
 namespace kestrel::api {
 SamplerParams to_sampler_params(const kestrel_sampler_options& o);
+// The logit-bias arrays: n_logit_bias >= 0, and both arrays given when it is > 0.
+Status check_logit_bias(const char* fn, const kestrel_sampler_options& o);
 // NULL gives the defaults (no speculation); bad values a message naming them.
 Status to_spec_params(const kestrel_spec_options* in, SpecParams* out);
 void write_spec_stats(const SpecStats& s, kestrel_spec_stats* out);

@@ -3,14 +3,33 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
+#include <system_error>
 
 namespace kestrel {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  threads_.reserve(static_cast<size_t>(n_threads_ - 1));  // no reallocation (and no throw) below but the start
+  for (int i = 1; i < n_threads_; ++i) {
+    try {
+      threads_.emplace_back([this, i] { worker(i); });
+    } catch (...) {
+      // Unwinding with workers alive would destroy the condition variable they wait on (a hang)
+      // or a joinable std::thread (an abort): stop and join the ones started first.
+      stop_workers();
+      try {
+        throw;
+      } catch (const std::system_error& e) {
+        throw std::system_error(e.code(), "thread pool: cannot start thread " + std::to_string(i + 1) + " of " +
+                                              std::to_string(n_threads_) + " (lower n_threads)");
+      }
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
@@ -18,6 +37,7 @@ ThreadPool::~ThreadPool() {
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {

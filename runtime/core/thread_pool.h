@@ -15,7 +15,10 @@ namespace kestrel {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // n_threads - 1 workers; the caller is thread 0
+  // n_threads - 1 workers; the caller is thread 0. When a worker cannot start, the ones started
+  // are stopped and joined, then std::system_error says which one failed (callers at the API
+  // boundary turn it into a status).
+  explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -34,6 +37,7 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  void stop_workers();  // wakes every worker with stop_ set and joins it
   int n_threads_;
   std::vector<std::thread> threads_;
   const std::function<void(int, int)>* job_ = nullptr;

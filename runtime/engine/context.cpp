@@ -3,10 +3,32 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <system_error>
 
+#include "core/limits.h"
 #include "model/builder.h"
 
 namespace kestrel {
+
+namespace {
+
+// The KV cache's bytes (64-bit, saturating) against the memory of a host backend: a context that
+// cannot fit is refused before anything is allocated, naming where n_ctx came from.
+Status check_kv_memory(const Backend& backend, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name) {
+  const std::string& name = backend.info().name;
+  if (name != "cpu" && name != "ref") return Status::Ok();  // device memory: its allocator says
+  const uint64_t per_token = layout.bytes_per_token(2);    // F16 cells
+  const uint64_t need = limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
+                                        limits::mul_sat(8, static_cast<uint64_t>(n_ctx)));  // positions, tokens
+  const uint64_t have = limits::physical_memory();
+  if (have == 0 || need <= have) return Status::Ok();
+  return Error(KESTREL_ERR_OUT_OF_MEMORY, "context: " + n_ctx_name + " = " + std::to_string(n_ctx) + " needs a KV cache of " +
+                                              std::to_string(need) + " bytes (" + std::to_string(per_token) +
+                                              " per token), more than the " + std::to_string(have) +
+                                              " bytes of memory of this machine; lower n_ctx");
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<Context>> Context::create(const Model& model, const ContextOptions& opts) {
   if (model.vocab_only())
@@ -14,16 +36,27 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   std::unique_ptr<Context> c(new Context(model));
   c->opts_ = opts;
   const HParams& h = model.hparams();
-  if (c->opts_.n_ctx <= 0) c->opts_.n_ctx = h.n_ctx_train;
+  const bool ctx_from_model = c->opts_.n_ctx <= 0;
+  if (ctx_from_model) c->opts_.n_ctx = h.n_ctx_train;
   if (c->opts_.n_batch <= 0) c->opts_.n_batch = 512;
+  const std::string n_ctx_name = ctx_from_model ? "n_ctx (the model's " + h.arch + ".context_length)" : "n_ctx";
+  // Every entry point's caps (core/limits.h), again here for callers inside the library.
+  KS_RETURN_IF_ERROR(limits::check_context("context", {c->opts_.n_ctx, c->opts_.n_batch, c->opts_.n_seq_max}));
   const int threads = opts.n_threads > 0 ? opts.n_threads : model.options().n_threads;
-  auto backend = create_backend(model.options().backend, threads);
+  KS_RETURN_IF_ERROR(limits::check_threads("context: n_threads", threads));
+  Expected<std::unique_ptr<Backend>> backend = Error(KESTREL_ERR_INTERNAL, "context: no backend");
+  try {
+    backend = create_backend(model.options().backend, threads);
+  } catch (const std::system_error& e) {  // a worker thread could not start (core/thread_pool.h)
+    return Error(KESTREL_ERR_BACKEND, std::string("context: ") + e.what());
+  }
   if (!backend.ok()) return backend.status();
   c->backend_ = std::move(backend.value());
+  const KvLayout layout = model.kv_layout();
+  KS_RETURN_IF_ERROR(check_kv_memory(*c->backend_, layout, c->opts_.n_ctx, n_ctx_name));
   KvCache::Options ko;
   ko.n_cells = c->opts_.n_ctx;
   ko.n_seq_max = c->opts_.n_seq_max;
-  const KvLayout layout = model.arch().kv_layout ? model.arch().kv_layout(h) : default_kv_layout(h);
   ko.k_rows = layout.k_rows;
   ko.v_rows = layout.v_rows;
   ko.v_in_k = layout.v_in_k;
@@ -63,16 +96,21 @@ Status Context::decode(const DecodeBatch& in) {
                                                  std::to_string(kv_->n_seq_max()) + ")");
   }
   if (in.positions.empty()) {
-    std::vector<int32_t> next(kv_->n_seq_max(), -1);
+    std::vector<int64_t> next(kv_->n_seq_max(), -1);  // 64-bit: the last position may be the largest
     for (int64_t i = 0; i < T; ++i) {
-      if (next[seq[i]] < 0) next[seq[i]] = kv_->seq_pos_max(seq[i]) + 1;
-      pos[i] = next[seq[i]]++;
+      if (next[seq[i]] < 0) next[seq[i]] = int64_t{kv_->seq_pos_max(seq[i])} + 1;
+      if (next[seq[i]] > limits::kMaxPosition)
+        return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: sequence " + std::to_string(seq[i]) +
+                                                       " has no position left after " + std::to_string(next[seq[i]] - 1));
+      pos[i] = static_cast<int32_t>(next[seq[i]]++);
     }
   } else {
     for (int64_t i = 0; i < T; ++i) {
       pos[i] = in.positions[i];
-      if (pos[i] < 0)
-        return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: negative position at batch row " + std::to_string(i));
+      if (pos[i] < 0 || pos[i] > limits::kMaxPosition)
+        return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: position " + std::to_string(pos[i]) + " at batch row " +
+                                                       std::to_string(i) + " is outside [0, " +
+                                                       std::to_string(limits::kMaxPosition) + "]");
     }
   }
   KS_RETURN_IF_ERROR(kv_->can_claim(seq));  // the whole batch fits, or nothing is cached

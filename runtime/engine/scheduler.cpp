@@ -186,8 +186,10 @@ void Scheduler::release_seq(Request& r) {
 void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text) {
   release_seq(r);
   if (flush_text && (why == FinishReason::Stop || why == FinishReason::Length)) {
-    // Text held back for stop strings, and the detokenizer's incomplete tail.
-    const std::string rest = r.stops.take_held() + r.detok.flush();
+    // The detokenizer's incomplete tail (U+FFFD), still matched against the stop strings, and
+    // the text held back for them.
+    std::string rest = r.stops.push(r.detok.flush());
+    rest += r.stops.take_held();
     if (!rest.empty() && r.spec.on_token) r.spec.on_token(-1, rest);
   }
   r.result.finish = why;

@@ -25,6 +25,11 @@
  * - Caller buffers are (buf, cap, *len): *len receives the full size needed; if cap is too small
  *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap. Text is written
  *   NUL-terminated and *len counts its bytes without the NUL (as snprintf): cap must be > *len.
+ *   (NULL, 0) asks for the size; NULL with cap > 0 is KESTREL_ERR_INVALID_ARGUMENT.
+ * - Text the library returns is valid UTF-8 (invalid bytes become U+FFFD), except the raw bytes
+ *   of kestrel_token_to_piece.
+ * - Limits, refused with KESTREL_ERR_INVALID_ARGUMENT naming the field: n_threads in [0, 1024],
+ *   n_ctx <= 2^24, n_batch <= 2^20, n_seq_max and n_parallel in [1, 64], the same for every call.
  * - Ownership: objects returned through an out-pointer belong to the caller and are released with
  *   the matching *_free(). Pointers returned by accessors are owned by the object they came from.
  * - Threads: a kestrel_model is immutable after load and may be shared by any number of threads
@@ -126,12 +131,13 @@ KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_
 KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const char *text,
                                             size_t text_len, bool add_special, bool parse_special,
                                             kestrel_token *tokens, size_t cap, size_t *n_tokens);
-/* Whole-sequence detokenization (special tokens rendered if render_special). */
+/* Whole-sequence detokenization (special tokens rendered if render_special); bytes that are not
+ * valid UTF-8 become U+FFFD, one per maximal invalid subpart, as when streamed. */
 KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
                                               size_t n_tokens, bool render_special, char *buf,
                                               size_t cap, size_t *len);
 /* The bytes of one token as the vocabulary stores them (byte tokens give their byte, "▁" a space;
- * control tokens give "" unless render_special). */
+ * control tokens give "" unless render_special): raw, so possibly part of a UTF-8 character. */
 KESTREL_API kestrel_status kestrel_token_to_piece(const kestrel_model *model, kestrel_token token,
                                                   bool render_special, char *buf, size_t cap, size_t *len);
 /* Streaming: push tokens one at a time, receive only complete UTF-8 sequences. */
@@ -140,7 +146,8 @@ KESTREL_API kestrel_status kestrel_detokenizer_new(const kestrel_model *model, b
 KESTREL_API void kestrel_detokenizer_free(kestrel_detokenizer *detok);
 /* Writes the text that became complete; *len = bytes written (or needed). On
  * KESTREL_ERR_BUFFER_TOO_SMALL the text stays pending and comes first from the next push/flush;
- * token -1 pushes nothing and returns only the pending text. */
+ * token -1 pushes nothing and returns only the pending text; other ids outside the vocabulary:
+ * KESTREL_ERR_OUT_OF_RANGE. A refused call takes no token. */
 KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, kestrel_token token,
                                                     char *buf, size_t cap, size_t *len);
 /* Emits what is left (invalid trailing bytes as U+FFFD) and resets. */

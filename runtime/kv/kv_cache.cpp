@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <string>
 
+#include "core/limits.h"
+
 namespace kestrel {
 
 Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& backend) {
-  if (o.n_cells <= 0) return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: n_ctx must be > 0");
+  if (o.n_cells <= 0 || o.n_cells > limits::kMaxCtx)  // the cap also keeps the block arithmetic in int32
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: n_ctx = " + std::to_string(o.n_cells) + " is outside [1, " +
+                                                   std::to_string(limits::kMaxCtx) + "]");
   if (o.n_seq_max <= 0 || o.n_seq_max > kMaxSeq)
     return Error(KESTREL_ERR_INVALID_ARGUMENT,
                  "KV cache: n_seq_max must be in [1, " + std::to_string(kMaxSeq) + "]");
@@ -29,6 +33,10 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
   c->tables_.resize(static_cast<size_t>(o.n_seq_max));
   c->fill_.assign(static_cast<size_t>(o.n_seq_max), 0);
   auto make = [&](int64_t rows, std::vector<Tensor>& out) -> Status {
+    const uint64_t bytes = limits::mul_sat(dtype_row_size(o.type, rows), static_cast<uint64_t>(n_cells));
+    if (bytes > (uint64_t{1} << 62))  // far beyond any machine; also keeps size arithmetic from wrapping
+      return Error(KESTREL_ERR_OUT_OF_MEMORY, "KV cache: a layer of " + std::to_string(rows) + " values per cell x " +
+                                                  std::to_string(n_cells) + " cells is too large");
     Tensor t = make_tensor(o.type, rows, n_cells);
     t.data = backend.alloc(t.n_bytes());
     if (!t.data)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/limits.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
 #include "tensor/graph.h"
@@ -21,7 +22,7 @@ namespace kestrel {
 
 class KvCache {
  public:
-  static constexpr int32_t kMaxSeq = 64;
+  static constexpr int32_t kMaxSeq = static_cast<int32_t>(limits::kMaxSeq);
 
   struct Options {
     int32_t n_cells = 512;

@@ -1,6 +1,9 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/limits.h"
 
 namespace kestrel {
 namespace {
@@ -29,7 +32,8 @@ struct Reader {
     } else if (dflt < 0) {
       return fail(name, "is missing");
     }
-    if (v < lo || v > hi) return fail(name, "= " + std::to_string(v) + " is out of range");
+    if (v < lo || v > hi)
+      return fail(name, "= " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return static_cast<int32_t>(v);
   }
   float f32(const char* k, float dflt) {
@@ -114,7 +118,7 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
   h.arch = arch;
   h.n_embd = r.i32("embedding_length", -1);
   h.n_layer = r.i32("block_count", -1, 1, 4096);
-  h.n_ctx_train = r.i32("context_length", 2048);
+  h.n_ctx_train = r.i32("context_length", 2048, 1, limits::kMaxCtx);  // the default n_ctx: capped as one
   h.n_ff = r.i32("feed_forward_length", 0, 0);
   h.n_head = r.i32("attention.head_count", -1, 1, 4096);
   h.n_head_kv = r.i32("attention.head_count_kv", h.n_head, 1, 4096);
@@ -145,9 +149,11 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
                                          " is not a multiple of head_count_kv " + std::to_string(h.n_head_kv));
   if (h.rope.n_rot % 2 != 0)
     return Error(KESTREL_ERR_FORMAT, f.path() + ": rope.dimension_count must be even");
-  // The vocabulary size: explicit key, else the token list.
-  if (auto v = f.get_int(arch + ".vocab_size")) h.n_vocab = static_cast<int32_t>(*v);
-  else if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) h.n_vocab = static_cast<int32_t>(toks->size());
+  // The vocabulary size: explicit key, else the token list (whose length the tokenizer checks).
+  if (f.find(arch + ".vocab_size")) h.n_vocab = r.i32("vocab_size", -1, 1, limits::kMaxVocab);
+  else if (const auto* toks = f.get_array("tokenizer.ggml.tokens"))  // a list over the cap fails in read_vocab
+    h.n_vocab = static_cast<int32_t>(std::min<size_t>(toks->size(), INT32_MAX));
+  if (!r.st.ok()) return r.st;
   return h;
 }
 

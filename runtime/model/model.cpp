@@ -1,5 +1,6 @@
 #include "model/model.h"
 #include "model/repack.h"
+#include "core/limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path, const Mode
 }
 
 Expected<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::File> file, const ModelLoadOptions& opts) {
+  KS_RETURN_IF_ERROR(limits::check_threads("model: n_threads", opts.n_threads));  // contexts start them
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::move(file);
   m->opts_ = opts;
@@ -65,6 +67,12 @@ Status Model::init() {
   if (!tok.ok()) return tok.status();
   tokenizer_ = std::move(tok.value());
   if (hp_.n_vocab == 0) hp_.n_vocab = tokenizer_->n_vocab();
+  // Every id the model can produce must have a token to show (a longer list is harmless).
+  if (hp_.n_vocab > tokenizer_->n_vocab())
+    return Error(KESTREL_ERR_FORMAT, f.path() + ": metadata 'tokenizer.ggml.tokens' has " +
+                                         std::to_string(tokenizer_->n_vocab()) + " entries, fewer than the " +
+                                         std::to_string(hp_.n_vocab) + " of the vocabulary ('" + hp_.arch +
+                                         ".vocab_size' / the embedding rows)");
 
   const size_t n_tensors = f.tensors().size();
   size_t done = 0;
@@ -218,7 +226,8 @@ std::string Model::describe_json() const {
         {"weights_bytes_regrouped", repacked_ ? repacked_->regrouped_bytes() : 0}}},
       {"tensors", tensors},
   };
-  return j.dump(2);
+  // Strings from the file (general.name, paths) may hold invalid UTF-8: replaced, never thrown.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace kestrel

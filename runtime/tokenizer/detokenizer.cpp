@@ -1,30 +1,30 @@
 // Token -> text: pieces per token type, whole-sequence detokenization, and streaming
-// detokenization where pieces are buffered until they end on a UTF-8 boundary, so a character
-// split over several byte tokens is never emitted half-way.
+// detokenization under the UTF-8 rule of tokenizer.h: a character split over several byte tokens
+// is held until it completes, invalid bytes become U+FFFD, and no partial character is emitted.
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
 namespace {
 
-// Bytes of s that form complete sequences; an invalid byte counts as complete (flush replaces).
-size_t complete_prefix(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const uint8_t c = static_cast<uint8_t>(s[i]);
-    const size_t len = utf8_len(c);
-    if (len == 1) {
-      ++i;
-      continue;
-    }
-    if (i + len > s.size()) {
-      // Incomplete only if every byte present is a continuation byte.
-      for (size_t j = i + 1; j < s.size(); ++j)
-        if ((static_cast<uint8_t>(s[j]) & 0xC0) != 0x80) return s.size();
-      return i;
-    }
-    i += len;
-  }
-  return i;
+constexpr char kReplacement[] = "\xef\xbf\xbd";  // U+FFFD
+
+// What a lead byte allows: the length of its sequence and the range of its second byte (the
+// later ones are always 80..BF). Length 0: the byte starts no valid sequence.
+struct Lead {
+  int len;
+  uint8_t lo, hi;
+};
+
+Lead lead(uint8_t c) {
+  if (c < 0x80) return {1, 0, 0};
+  if (c >= 0xC2 && c <= 0xDF) return {2, 0x80, 0xBF};
+  if (c == 0xE0) return {3, 0xA0, 0xBF};  // below A0: overlong
+  if (c == 0xED) return {3, 0x80, 0x9F};  // above 9F: a surrogate
+  if (c >= 0xE1 && c <= 0xEF) return {3, 0x80, 0xBF};
+  if (c == 0xF0) return {4, 0x90, 0xBF};  // below 90: overlong
+  if (c >= 0xF1 && c <= 0xF3) return {4, 0x80, 0xBF};
+  if (c == 0xF4) return {4, 0x80, 0x8F};  // above 8F: beyond U+10FFFF
+  return {0, 0, 0};                       // 80..C1 (continuations, overlong leads), F5..FF
 }
 
 int hex_digit(char c) {
@@ -35,6 +35,48 @@ int hex_digit(char c) {
 }
 
 }  // namespace
+
+size_t utf8_repair(std::string_view s, bool final, std::string& out) {
+  out.reserve(out.size() + s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    const Lead l = lead(c);
+    if (l.len == 1) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (l.len == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    // Bytes after the lead that still fit: [i, j) is the longest valid start of a sequence.
+    size_t j = i + 1;
+    while (j < s.size() && j < i + static_cast<size_t>(l.len)) {
+      const uint8_t b = static_cast<uint8_t>(s[j]);
+      const bool fits = j == i + 1 ? b >= l.lo && b <= l.hi : (b & 0xC0) == 0x80;
+      if (!fits) break;
+      ++j;
+    }
+    if (j == i + static_cast<size_t>(l.len)) {
+      out.append(s.substr(i, j - i));
+    } else if (j == s.size() && !final) {
+      return i;  // may still complete: held
+    } else {
+      out += kReplacement;  // one for the maximal subpart; the byte that broke it starts afresh
+    }
+    i = j;
+  }
+  return i;
+}
+
+std::string utf8_repaired(std::string_view bytes) {
+  std::string out;
+  utf8_repair(bytes, /*final=*/true, out);
+  return out;
+}
 
 std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
   if (id < 0 || id >= n_vocab()) return "";
@@ -75,15 +117,14 @@ std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool render_spec
 
 std::string StreamingDetokenizer::push(int32_t id) {
   pending_ += tok_.token_to_piece(id, render_special_);
-  const size_t n = complete_prefix(pending_);
-  std::string out = pending_.substr(0, n);
-  pending_.erase(0, n);
+  std::string out;
+  pending_.erase(0, utf8_repair(pending_, /*final=*/false, out));
   return out;
 }
 
 std::string StreamingDetokenizer::flush() {
   std::string out;
-  if (!pending_.empty()) out = "\xef\xbf\xbd";  // an incomplete sequence left: U+FFFD
+  utf8_repair(pending_, /*final=*/true, out);
   pending_.clear();
   return out;
 }

@@ -133,13 +133,24 @@ class Tokenizer {
   std::unique_ptr<SpecialTokenMatcher> specials_;
 };
 
-// Turns tokens into text one at a time, emitting only complete UTF-8 sequences.
+// The rule for text leaving the library: it is valid UTF-8. Valid sequences pass through; each
+// maximal invalid subpart (a byte that can start no sequence, or the longest start of one that a
+// byte then breaks: overlongs, surrogates, above U+10FFFF) becomes one U+FFFD, as WHATWG and
+// Unicode (chapter 3, "U+FFFD substitution of maximal subparts") recommend. utf8_repair appends
+// the repaired bytes to out and returns how many bytes it consumed: all of them when `final`,
+// else all but a trailing start of a sequence that can still complete (at most 3 bytes).
+size_t utf8_repair(std::string_view bytes, bool final, std::string& out);
+std::string utf8_repaired(std::string_view bytes);  // final: an incomplete tail is one U+FFFD
+
+// Turns tokens into text one at a time by the rule above: a character split over several tokens
+// is held until it completes; a byte that makes it invalid is replaced at once.
 class StreamingDetokenizer {
  public:
   StreamingDetokenizer(const Tokenizer& tok, bool render_special) : tok_(tok), render_special_(render_special) {}
-  std::string push(int32_t id);  // the text that became complete
-  std::string flush();           // what is left; invalid or incomplete bytes become U+FFFD
+  std::string push(int32_t id);  // the text that became final
+  std::string flush();           // what is left (an incomplete sequence: U+FFFD), then reset
   void reset() { pending_.clear(); }
+  const Tokenizer& tokenizer() const { return tok_; }
 
  private:
   const Tokenizer& tok_;

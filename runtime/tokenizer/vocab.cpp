@@ -1,6 +1,8 @@
 // Reads the vocabulary from GGUF metadata and picks the tokenizer for tokenizer.ggml.model.
 #include <algorithm>
 
+#include "core/limits.h"
+
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,7 +70,9 @@ Expected<Vocab> read_vocab(const gguf::File& f, const VocabDefaults& d) {
   const auto* tokens = f.get_array("tokenizer.ggml.tokens");
   if (!tokens) return bad(f, "tokenizer.ggml.tokens", "is missing or not an array");
   const size_t n = tokens->size();
-  if (n == 0 || n > (1u << 24)) return bad(f, "tokenizer.ggml.tokens", "has " + std::to_string(n) + " entries");
+  if (n == 0 || n > static_cast<size_t>(limits::kMaxVocab))
+    return bad(f, "tokenizer.ggml.tokens", "has " + std::to_string(n) + " entries (at most " +
+                                               std::to_string(limits::kMaxVocab) + ")");
   const auto* scores = f.get_array("tokenizer.ggml.scores");
   const auto* types = f.get_array("tokenizer.ggml.token_type");
   const auto* flags = f.get_array("tokenizer.kestrel.added_token_flags");
