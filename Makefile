@@ -4,7 +4,8 @@ CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
 TESTDATA ?= ../shared/testdata
-.PHONY: all demo test asan clean
+FUZZ_SECONDS ?= 600
+.PHONY: all demo test asan fuzz clean
 all:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
@@ -20,5 +21,9 @@ test: all
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DKESTREL_SANITIZE=ON -DKESTREL_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 
+# The libFuzzer targets (tools/dev/fuzz: clang, ASan + UBSan, build-fuzz), FUZZ_SECONDS each.
+fuzz:
+	tools/dev/fuzz/run.sh $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

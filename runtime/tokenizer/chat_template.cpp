@@ -60,6 +60,8 @@ Expected<jinja::Value> to_value(const nlohmann::ordered_json& j, int depth, cons
 std::string describe(const jinja::TemplateError& e) {
   std::string where = "chat template: line " + std::to_string(e.line) + ", column " + std::to_string(e.column) + ": ";
   if (e.kind == jinja::ErrorKind::Raised) return where + e.message;
+  // A resource limit names itself: "output limit of 16777216 bytes exceeded" (jinja/limits.h).
+  if (e.kind == jinja::ErrorKind::Limit) return where + e.message;
   if (e.kind == jinja::ErrorKind::Syntax) return where + "syntax error: " + e.message;
   return where + jinja::error_kind_name(e.kind) + ": " + e.message;
 }

@@ -1,13 +1,13 @@
-// The OpenAI-compatible request and response shapes of `kestrel serve`: parsing the JSON of
-// /v1/completions and /v1/chat/completions into generation parameters (with OpenAI-style errors
-// for wrong types and values) and building the response objects and stream chunks.
+// The JSON edges of `kestrel serve`: the OpenAI-style error object, request bodies parsed under
+// limits (nesting depth checked while parsing, so a deep document costs no recursion anywhere
+// later), and json_text, the one way the server turns JSON into text (invalid UTF-8 becomes
+// U+FFFD instead of an exception).
 #pragma once
 #include <nlohmann/json.hpp>
+#include <cstddef>
 #include <optional>
 #include <string>
-#include <vector>
-
-#include "kestrel.h"
+#include <string_view>
 
 namespace kestrel::server {
 
@@ -20,24 +20,23 @@ struct ApiError {
   std::string param;  // the offending field, if any
   std::string code;
 };
+// {"error":{"message","type","param","code"}} (param and code null when empty).
 json error_body(const ApiError& e);
+// error_body as text; never throws.
+std::string error_text(const ApiError& e);
+// An ApiError for a status the HTTP layer or the server decides (401, 404, 413, 500, ...).
+ApiError status_error(int http, const std::string& message);
 
-struct GenParams {
-  int32_t max_tokens = 256;
-  kestrel_sampler_options sampling{};
-  std::vector<kestrel_token> bias_tokens;
-  std::vector<float> bias_values;
-  std::vector<std::string> stop;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+// Serializes compactly; invalid UTF-8 in strings becomes U+FFFD. Never throws.
+std::string json_text(const json& j);
+
+// The limits on a request's JSON, checked before any work (`kestrel serve` flags).
+struct JsonLimits {
+  int max_depth = 64;          // --max-json-depth: arrays/objects nested (the body itself is 1)
+  size_t max_messages = 4096;  // --max-messages: entries of a chat request's 'messages'
 };
 
-// The fields both endpoints share (model checked by the caller). n_vocab bounds logit_bias ids.
-std::optional<ApiError> parse_gen_params(const json& body, int32_t n_vocab, GenParams* out);
-// messages -> the JSON array kestrel_chat_format reads (content parts flattened to text).
-std::optional<ApiError> parse_messages(const json& body, std::string* messages_json);
-
-const char* finish_reason_text(kestrel_finish_reason r);
-json usage_json(const kestrel_request_result& r);
+// Parses a request body that must be a JSON object nested at most limits.max_depth deep.
+std::optional<ApiError> parse_json_body(std::string_view body, const JsonLimits& limits, json* out);
 
 }  // namespace kestrel::server

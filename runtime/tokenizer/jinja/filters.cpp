@@ -90,11 +90,10 @@ Value f_join(Interpreter& in, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(v)) {
-    if (!first) out += sep;
+    in.tick();
+    if (!first) append_checked(out, sep);
     first = false;
-    std::string part = to_str(p.has(1) ? attr_path(in, item, p.get(1)) : item);
-    in.charge(part.size() + sep.size());
-    out += part;
+    append_checked(out, to_str(p.has(1) ? attr_path(in, item, p.get(1)) : item));
   }
   return Value::string(std::move(out));
 }
@@ -163,35 +162,41 @@ Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
   Params p("indent", a, {"width", "first", "blank"});
   Value s = soft_str(v);
   const Value& w = p.get(0);
-  const std::string ind = w.is_string() ? w.str() : std::string(static_cast<size_t>(std::clamp<int64_t>(p.get_int(0, 4), 0, 1024)), ' ');
+  std::string ind;
+  if (w.is_string()) ind = w.str();
+  else append_repeated(ind, " ", static_cast<uint64_t>(std::max<int64_t>(p.get_int(0, 4), 0)));  // checked first
   std::vector<std::string> lines = py_splitlines(s.str() + "\n");
+  const bool blank = p.get_bool(2, false);
   std::string out;
-  if (p.get_bool(2, false)) {
-    for (size_t k = 0; k < lines.size(); ++k) out += (k ? "\n" + ind : "") + lines[k];
-  } else {
-    out = lines.empty() ? "" : lines[0];
-    for (size_t k = 1; k < lines.size(); ++k) out += "\n" + (lines[k].empty() ? "" : ind) + lines[k];
+  if (p.get_bool(1, false)) append_checked(out, ind);
+  for (size_t k = 0; k < lines.size(); ++k) {
+    in.tick();
+    if (k) {
+      append_checked(out, "\n");
+      if (blank || !lines[k].empty()) append_checked(out, ind);
+    }
+    append_checked(out, lines[k]);
   }
-  if (p.get_bool(1, false)) out = ind + out;
-  in.charge(out.size());
   return Value::string(std::move(out), s.safe);
 }
 Value f_replace(Interpreter& in, const Value& v, CallArgs& a) {
   Params p("replace", a, {"old", "new", "count"});
   const std::string s = to_str(v);
-  std::string out = py_replace(s, p.get_str(0, ""), p.get_str(1, ""), p.has(2) && !p.get(2).is_none() ? p.get_int(2, -1) : -1);
-  in.charge(out.size());
-  return Value::string(std::move(out));
+  return Value::string(py_replace(s, p.get_str(0, ""), p.get_str(1, ""), p.has(2) && !p.get(2).is_none() ? p.get_int(2, -1) : -1));
 }
 Value f_center(Interpreter&, const Value& v, CallArgs& a) {
   Params p("center", a, {"width"});
   Value s = soft_str(v);
-  const int64_t width = std::min<int64_t>(p.get_int(0, 80), 1 << 20), len = utf8_length(s.str());
+  const int64_t width = p.get_int(0, 80), len = utf8_length(s.str());
   if (width <= len) return s;
   // Python's str.center puts the odd extra space on the right when the padding is odd and the
   // length is even, on the left otherwise.
   const int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
-  return Value::string(std::string(static_cast<size_t>(left), ' ') + s.str() + std::string(static_cast<size_t>(marg - left), ' '), s.safe);
+  if (sat_add(s.str().size(), static_cast<uint64_t>(marg)) > output_cap()) fail_output_limit();  // before allocating
+  std::string out(static_cast<size_t>(left), ' ');
+  out += s.str();
+  out.append(static_cast<size_t>(marg - left), ' ');
+  return Value::string(std::move(out), s.safe);
 }
 Value f_truncate(Interpreter&, const Value& v, CallArgs& a) {
   Params p("truncate", a, {"length", "killwords", "end", "leeway"});
@@ -267,7 +272,7 @@ Value f_round(Interpreter&, const Value& v, CallArgs& a) {
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::max<int64_t>(prec, 0)), v.as_double());
     double r = std::strtod(buf, nullptr);
     if (prec < 0) r = std::nearbyint(v.as_double() / std::pow(10.0, -prec)) * std::pow(10.0, -prec);
-    return v.is_int() ? Value::integer(static_cast<int64_t>(r)) : Value::number(r);
+    return v.is_int() ? Value::integer(float_to_int(r)) : Value::number(r);
   }
   const double scale = std::pow(10.0, static_cast<double>(prec));
   const double x = v.as_double() * scale;
@@ -338,6 +343,7 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
   for (const Value& item : iterate(v)) {
     Value key = sort_key(in, item, p.get(1), p.get_bool(0, false));
     if (key.kind == Kind::List || key.kind == Kind::Dict) fail(ErrorKind::Type, std::string("unhashable type: '") + type_name(key) + "'");
+    in.tick(1 + seen.size());  // compared with every key seen so far
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return py_equal(s, key); })) continue;
     seen.push_back(key);
     out.push_back(item);
@@ -391,6 +397,7 @@ Value f_batch(Interpreter&, const Value& v, CallArgs& a) {
   Params p("batch", a, {"linecount", "fill_with"});
   const int64_t n = p.get_int(0, 1);
   if (n <= 0) fail(ErrorKind::Value, "batch size must be positive");
+  if (p.has(1) && !p.get(1).is_none()) check_alloc(sat_mul(static_cast<uint64_t>(n), sizeof(Value)));  // the filled last batch
   std::vector<Value> out, cur;
   for (const Value& item : iterate(v)) {
     if (static_cast<int64_t>(cur.size()) == n) out.push_back(Value::list(std::move(cur))), cur.clear();
@@ -403,11 +410,12 @@ Value f_batch(Interpreter&, const Value& v, CallArgs& a) {
   }
   return Value::generator(std::move(out));
 }
-Value f_slice(Interpreter&, const Value& v, CallArgs& a) {
+Value f_slice(Interpreter& in, const Value& v, CallArgs& a) {
   Params p("slice", a, {"slices", "fill_with"});
   const int64_t slices = p.get_int(0, 1);
   if (slices <= 0 || slices > 100000) fail(ErrorKind::Value, "slices must be positive");
   std::vector<Value> seq = iterate(v), out;
+  in.tick(static_cast<uint64_t>(slices));
   const int64_t len = static_cast<int64_t>(seq.size()), per = len / slices, extra = len % slices;
   int64_t offset = 0;
   for (int64_t s = 0; s < slices; ++s) {
@@ -578,7 +586,7 @@ Value f_xmlattr(Interpreter&, const Value& v, CallArgs& a) {
   if (!out.empty() && p.get_bool(0, true)) out = " " + out;
   return Value::string(out, true);
 }
-Value f_wordwrap(Interpreter&, const Value& v, CallArgs& a) {
+Value f_wordwrap(Interpreter& in, const Value& v, CallArgs& a) {
   // Greedy wrapping at spaces per paragraph (Python's textwrap without hyphen splitting).
   Params p("wordwrap", a, {"width", "break_long_words", "wrapstring", "break_on_hyphens"});
   const int64_t width = std::max<int64_t>(1, p.get_int(0, 79));
@@ -587,29 +595,37 @@ Value f_wordwrap(Interpreter&, const Value& v, CallArgs& a) {
   std::string out;
   bool first_para = true;
   for (const std::string& para : py_splitlines(to_str(v))) {
-    if (!first_para) out += wrap;
+    in.tick();
+    if (!first_para) append_checked(out, wrap);
     first_para = false;
-    std::vector<std::u32string> lines;
+    // Lines go straight to `out` (a wrapstring per line break, checked as it grows).
+    bool first_line = true;
+    auto emit = [&](std::u32string_view line) {
+      in.tick();
+      if (!first_line) append_checked(out, wrap);
+      first_line = false;
+      append_checked(out, utf8_encode(line));
+    };
     std::u32string line;
-    std::u32string text = utf8_decode(para);
+    const std::u32string text = utf8_decode(para);
     size_t k = 0;
     while (k < text.size()) {
       size_t e = text.find(U' ', k);
       if (e == std::u32string::npos) e = text.size();
-      std::u32string word = text.substr(k, e - k);
+      std::u32string_view word = std::u32string_view(text).substr(k, e - k);
       k = e + 1;
       if (word.empty()) continue;
       while (break_long && static_cast<int64_t>(word.size()) > width) {
-        if (!line.empty()) lines.push_back(line), line.clear();
-        lines.push_back(word.substr(0, static_cast<size_t>(width)));
+        if (!line.empty()) emit(line), line.clear();
+        emit(word.substr(0, static_cast<size_t>(width)));
         word = word.substr(static_cast<size_t>(width));
       }
       if (word.empty()) continue;
-      if (!line.empty() && static_cast<int64_t>(line.size() + 1 + word.size()) > width) lines.push_back(line), line.clear();
-      line += (line.empty() ? U"" : U" ") + word;
+      if (!line.empty() && static_cast<int64_t>(line.size() + 1 + word.size()) > width) emit(line), line.clear();
+      if (!line.empty()) line += U' ';
+      line += word;
     }
-    if (!line.empty()) lines.push_back(line);
-    for (size_t j = 0; j < lines.size(); ++j) out += (j ? wrap : "") + utf8_encode(lines[j]);
+    if (!line.empty()) emit(line);
   }
   return Value::string(out);
 }

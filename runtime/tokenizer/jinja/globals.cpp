@@ -60,6 +60,7 @@ Value g_namespace(Interpreter& in, CallArgs& a) {
   ns->type_name = "Namespace";
   ns->assignable = true;
   for (const auto& [k, v] : init.dict_data().items()) ns->attrs.set(k, v);
+  in.track_namespace(ns);
   return Value::object(std::move(ns));
 }
 
@@ -67,22 +68,27 @@ Value g_cycler(Interpreter&, CallArgs& a) {
   if (a.pos.empty()) fail(ErrorKind::Runtime, "at least one item has to be provided");
   auto obj = std::make_shared<ObjectData>();
   obj->type_name = "Cycler";
+  obj->depth = 1 + max_depth_of(a.pos);
+  check_value_depth(obj->depth);
   auto items = std::make_shared<std::vector<Value>>(a.pos);
   auto pos = std::make_shared<size_t>(0);
   ObjectData* raw = obj.get();
   auto refresh = [raw, items, pos]() { raw->attrs.set(Value::string("current"), (*items)[*pos]); };
   refresh();
-  raw->attrs.set(Value::string("next"), Value::function("next", [items, pos, refresh](Interpreter&, CallArgs&) {
-                   Value v = (*items)[*pos];
-                   *pos = (*pos + 1) % items->size();
-                   refresh();
-                   return v;
-                 }));
-  raw->attrs.set(Value::string("reset"), Value::function("reset", [pos, refresh](Interpreter&, CallArgs&) {
-                   *pos = 0;
-                   refresh();
-                   return Value::none();
-                 }));
+  Value next = Value::function("next", [items, pos, refresh](Interpreter&, CallArgs&) {
+    Value v = (*items)[*pos];
+    *pos = (*pos + 1) % items->size();
+    refresh();
+    return v;
+  });
+  Value reset = Value::function("reset", [pos, refresh](Interpreter&, CallArgs&) {
+    *pos = 0;
+    refresh();
+    return Value::none();
+  });
+  next.fn_data().depth = reset.fn_data().depth = obj->depth;  // they hold the items too
+  raw->attrs.set(Value::string("next"), next);
+  raw->attrs.set(Value::string("reset"), reset);
   return Value::object(std::move(obj));
 }
 

@@ -12,13 +12,18 @@ struct NestGuard {
   Interpreter& in;
   explicit NestGuard(Interpreter& i) : in(i) {
     in.tick();
-    if (in.nesting_ + 1 > in.limits_.max_nesting) fail(ErrorKind::Limit, "template nesting too deep");
+    if (in.nesting_ + 1 > in.limits_.max_nesting)
+      fail(ErrorKind::Limit, "nesting limit of " + std::to_string(in.limits_.max_nesting) + " exceeded");
     ++in.nesting_;
   }
   ~NestGuard() { --in.nesting_; }
 };
 
 namespace {
+
+// A loop iteration or a macro call builds a frame (and a loop object): it costs several steps,
+// so that the step limit bounds time whatever a template's mix of work.
+constexpr uint64_t kFrameSteps = 4;
 
 // Makes `slot` point at a frame for the lifetime of the guard.
 struct FrameSwap {
@@ -34,6 +39,10 @@ FramePtr child_frame(const FramePtr& parent) {
   return f;
 }
 
+[[noreturn]] void fail_recursion(const Limits& limits) {
+  fail(ErrorKind::Limit, "recursion limit of " + std::to_string(limits.max_recursion) + " exceeded (macro calls and recursive loops)");
+}
+
 void locate(TemplateError& err, int line, int column) {
   if (err.line == 0) {
     err.line = line;
@@ -47,36 +56,37 @@ Interpreter::Interpreter(const DictData& globals, const Limits& limits, const st
     : globals_(globals), limits_(limits), now_(now) {}
 
 std::string Interpreter::render(const Body& body) {
-  memory_.limit = limits_.max_live_bytes;
+  budget_ = Budget{};
+  budget_.limits = limits_;
   struct BudgetScope {
-    MemoryBudget* saved;
+    Budget* saved;
     ~BudgetScope() { set_thread_budget(saved); }
-  } scope{set_thread_budget(&memory_)};
-  struct FrameReset {
-    FramePtr& f;
-    ~FrameReset() { f.reset(); }  // values die while the budget is still installed
-  } reset{frame_};
+  } scope{set_thread_budget(&budget_)};
+  // Values die while the budget is still installed; namespaces are emptied first, so that no
+  // reference cycle through them outlives the render and no chain of them is freed recursively.
+  struct Cleanup {
+    FramePtr& frame;
+    std::vector<std::shared_ptr<ObjectData>>& namespaces;
+    ~Cleanup() {
+      for (auto& ns : namespaces) ns->attrs.clear();
+      namespaces.clear();
+      frame.reset();
+    }
+  } cleanup{frame_, namespaces_};
   frame_ = std::make_shared<Frame>();
   std::string out;
   exec(body, out);
   return out;
 }
 
-void Interpreter::tick(uint64_t n) {
-  steps_ += n;
-  if (steps_ + memory_.work > limits_.max_steps) fail(ErrorKind::Limit, "template exceeded the evaluation step limit");
-}
-
-void Interpreter::charge(size_t bytes) {
-  if (bytes > limits_.max_output_bytes)
-    fail(ErrorKind::Limit, "template output exceeds the size limit (" + std::to_string(limits_.max_output_bytes) + " bytes)");
-  tick(bytes / 1024);
+void Interpreter::charge(uint64_t bytes) {
+  check_alloc(bytes);
+  count_text_work(bytes);
 }
 
 void Interpreter::append(std::string& out, std::string_view text) {
-  charge(text.size());
-  if (out.size() + text.size() > limits_.max_output_bytes)
-    fail(ErrorKind::Limit, "template output exceeds the size limit (" + std::to_string(limits_.max_output_bytes) + " bytes)");
+  if (sat_add(out.size(), text.size()) > limits_.max_output_bytes) fail_output_limit();
+  count_text_work(text.size());
   out.append(text);
 }
 
@@ -124,6 +134,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
       break;
     case Kind::String:
       if (key.is_int()) {
+        count_text_work(obj.str().size());
         const std::u32string cps = utf8_decode(obj.str());
         int64_t k = key.as_int();
         if (k < 0) k += static_cast<int64_t>(cps.size());
@@ -152,17 +163,28 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   fail(ErrorKind::Type, std::string("'") + type_name(callee) + "' object is not callable");
 }
 
+// Builtins walk their input at least once: what that costs, in steps.
+static void count_input_work(const Value& v) {
+  switch (v.kind) {
+    case Kind::String: count_text_work(v.str().size()); break;
+    case Kind::List: case Kind::Tuple: count_work(v.items().size()); break;
+    case Kind::Dict: count_work(v.dict_data().size()); break;
+    case Kind::Iterator: count_work(v.iter_data().items.size()); break;
+    default: break;
+  }
+}
+
 Value Interpreter::call_filter(std::string_view name, const Value& input, CallArgs& args) {
   FilterFn f = find_filter(name);
   if (!f) fail(ErrorKind::Runtime, "No filter named '" + std::string(name) + "' found.");
-  Value r = f(*this, input, args);
-  if (r.is_string()) charge(r.str().size());
-  return r;
+  count_input_work(input);
+  return f(*this, input, args);
 }
 
 bool Interpreter::call_test(std::string_view name, const Value& input, CallArgs& args) {
   TestFn t = find_test(name);
   if (!t) fail(ErrorKind::Runtime, "No test named '" + std::string(name) + "' found.");
+  count_input_work(input);
   return t(*this, input, args);
 }
 
@@ -195,7 +217,8 @@ Value Interpreter::define_macro(const Stmt& s, const std::string& name, const Fr
 }
 
 Value Interpreter::call_macro(const Stmt& m, const FramePtr& closure, CallArgs& args) {
-  if (call_depth_ + 1 > limits_.max_call_depth) fail(ErrorKind::Limit, "maximum macro recursion depth exceeded");
+  if (call_depth_ + 1 > limits_.max_recursion) fail_recursion(limits_);
+  tick(kFrameSteps);
   struct DepthGuard {
     int& d;
     ~DepthGuard() { --d; }
@@ -476,6 +499,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, std::string& out) {
 struct LoopState {
   std::vector<Value> items;
   int depth = 0;
+  int value_depth = 1;  // of the loop object (it holds the items)
   NativeFn recurse;
   std::vector<Value> last_changed;
   bool has_changed = false;
@@ -500,13 +524,15 @@ struct LoopState {
         if (args.pos.empty()) fail(ErrorKind::Type, "no items for cycling given");
         return args.pos[static_cast<size_t>(k) % args.pos.size()];
       });
-    else if (name == "changed")
+    else if (name == "changed") {
       *out = Value::function("changed", [self](Interpreter&, CallArgs& args) {
         if (self->has_changed && py_equal(Value::tuple(args.pos), Value::tuple(self->last_changed))) return Value::boolean(false);
         self->last_changed = args.pos;
         self->has_changed = true;
         return Value::boolean(true);
       });
+      out->fn_data().depth = self->value_depth;
+    }
     else return false;
     return true;
   }
@@ -514,6 +540,7 @@ struct LoopState {
 
 void Interpreter::exec_for(const Stmt& s, const Value& iterable, int depth, std::string& out) {
   std::vector<Value> items = iterate(iterable);
+  const LiveBytes held(static_cast<int64_t>(items.size() * sizeof(Value)));  // nested loops each hold a copy
   const FramePtr outer = frame_;
   if (s.cond) {  // {% for x in xs if cond %}: filtered before the loop variables are computed
     std::vector<Value> kept;
@@ -534,15 +561,27 @@ void Interpreter::exec_for(const Stmt& s, const Value& iterable, int depth, std:
   state->items = std::move(items);
   state->depth = depth;
   const int64_t n = static_cast<int64_t>(state->items.size());
+  const int loop_value_depth = 1 + max_depth_of(state->items);
+  check_value_depth(loop_value_depth);
+  state->value_depth = loop_value_depth;
+  // A loop object kept past its loop (in a namespace) keeps the items, not what `changed` saw nor
+  // the frame `loop()` recurses in: those could refer back to the loop object (a cycle).
+  struct Release {
+    LoopState& st;
+    ~Release() {
+      st.last_changed.clear();
+      st.recurse = nullptr;
+    }
+  } release{*state};
   if (s.recursive) {
-    if (call_depth_ + 1 > limits_.max_call_depth) fail(ErrorKind::Limit, "maximum loop recursion depth exceeded");
+    if (call_depth_ + 1 > limits_.max_recursion) fail_recursion(limits_);
     state->recurse = [&s, depth, outer](Interpreter& in, CallArgs& args) {
       if (args.pos.size() != 1) fail(ErrorKind::Type, "loop() takes exactly one argument");
       struct DepthGuard {
         int& d;
         ~DepthGuard() { --d; }
       } guard{++in.call_depth_};
-      if (in.call_depth_ > in.limits_.max_call_depth) fail(ErrorKind::Limit, "maximum loop recursion depth exceeded");
+      if (in.call_depth_ > in.limits_.max_recursion) fail_recursion(in.limits_);
       FrameSwap swap(in.frame_, outer);
       std::string sub;
       in.exec_for(s, args.pos[0], depth + 1, sub);
@@ -550,12 +589,17 @@ void Interpreter::exec_for(const Stmt& s, const Value& iterable, int depth, std:
     };
   }
   for (int64_t k = 0; k < n; ++k) {
-    tick();
+    tick(kFrameSteps);
     FrameSwap swap(frame_, child_frame(outer));
     assign(*s.target, state->items[static_cast<size_t>(k)]);
     auto loop = std::make_shared<ObjectData>();
     loop->type_name = "LoopContext";
-    loop->callable = state->recurse;
+    loop->depth = loop_value_depth;
+    if (s.recursive)  // through the state: nothing once the loop has ended
+      loop->callable = [state](Interpreter& in, CallArgs& args) {
+        if (!state->recurse) fail(ErrorKind::Runtime, "loop() called after its loop ended");
+        return state->recurse(in, args);
+      };
     loop->lazy_attr = [state, k](std::string_view name, Value* out) { return LoopState::attr(state, k, name, out); };
     frame_->set("loop", Value::object(std::move(loop)));
     if (exec(s.body, out) == Flow::Break) break;

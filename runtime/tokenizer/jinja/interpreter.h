@@ -1,6 +1,6 @@
 // The tree-walking interpreter: frames (Jinja2 scoping: a for-loop iteration, a macro call, a
 // with-block each get a new frame; if-blocks do not), statements, expressions, calls, and the
-// resource limits that keep a hostile template from exhausting stack, memory or time.
+// resource limits (limits.h) that keep a hostile template from exhausting stack, memory or time.
 #pragma once
 #include <ctime>
 #include <memory>
@@ -11,14 +11,6 @@
 #include "tokenizer/jinja/ast.h"
 
 namespace kestrel::jinja {
-
-struct Limits {
-  size_t max_output_bytes = size_t{64} << 20;  // any one string or output buffer
-  int64_t max_live_bytes = int64_t{1} << 30;   // strings and lists alive at once
-  int max_call_depth = 100;                    // macro calls and recursive loops
-  int max_nesting = 500;                       // nested evaluations (C++ stack: under 512 KiB)
-  uint64_t max_steps = 20'000'000;             // evaluated nodes, loop iterations, KiB copied (time)
-};
 
 struct Frame {
   std::shared_ptr<Frame> parent;
@@ -50,11 +42,18 @@ class Interpreter {
   bool call_test(std::string_view name, const Value& input, CallArgs& args);
   Value getattr(const Value& obj, std::string_view name);   // obj.name (sandboxed)
   Value getitem(const Value& obj, const Value& key);        // obj[key] (sandboxed)
-  // Counts the work of building a string (or list) of `bytes`; throws a Limit error when one
-  // value would exceed max_output_bytes or the work exceeds max_steps.
-  void charge(size_t bytes);
+  // Before building a string (or list) of `bytes`: checks it against the limits (limits.h) and
+  // counts the work of filling it.
+  void charge(uint64_t bytes);
   // Counts n units of work (evaluations, loop iterations, items a builtin walks over).
-  void tick(uint64_t n = 1);
+  void tick(uint64_t n = 1) { count_work(n); }
+  // namespace() objects are the only values a template can mutate, so the only way it can build
+  // a reference cycle; the interpreter holds them and empties them when the render ends.
+  void track_namespace(std::shared_ptr<ObjectData> ns) {
+    count_live(kNamespaceBytes);  // held until the render ends
+    namespaces_.push_back(std::move(ns));
+  }
+  static constexpr int64_t kNamespaceBytes = 512;
   const std::tm& now() const { return now_; }
 
  private:
@@ -82,8 +81,8 @@ class Interpreter {
   FramePtr frame_;
   int call_depth_ = 0;
   int nesting_ = 0;
-  uint64_t steps_ = 0;
-  MemoryBudget memory_;
+  Budget budget_;
+  std::vector<std::shared_ptr<ObjectData>> namespaces_;
 };
 
 // Operators with Python semantics (operators.cpp).

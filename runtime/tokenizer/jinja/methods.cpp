@@ -125,21 +125,24 @@ bool all_chars(const std::string& s, Pred pred) {
 bool is_alpha(char32_t c) { return ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= 0xC0 && !py_isspace(c) && c != 0xD7 && c != 0xF7); }
 bool is_digit(char32_t c) { return c >= '0' && c <= '9'; }
 
-Value pad_to(const Value& self, const Params& p, char how) {
-  const int64_t width = std::min<int64_t>(p.get_int(0, 0), 1 << 20), len = utf8_length(self.str());
+Value pad_to(const Value& self, const Params& p, const char* name, char how) {
+  const int64_t width = p.get_int(0, 0), len = utf8_length(self.str());
   const std::string fill = p.has(1) ? to_str(p.get(1)) : " ";
+  if (!p.get(1).is_undefined() && (!p.get(1).is_string() || utf8_length(fill) != 1))
+    fail(ErrorKind::Type, std::string(name) + "() argument 2 must be a string of length 1");
   if (width <= len) return self;
-  const int64_t n = width - len;
-  int64_t left = how == 'l' ? 0 : how == 'r' ? n : n / 2 + (n & width & 1);
+  const uint64_t n = static_cast<uint64_t>(width - len);
+  const uint64_t left = how == 'l' ? 0 : how == 'r' ? n : n / 2 + (n & static_cast<uint64_t>(width) & 1);
   std::string out;
-  for (int64_t k = 0; k < left; ++k) out += fill;
-  out += self.str();
-  for (int64_t k = left; k < n; ++k) out += fill;
+  append_repeated(out, fill, left);  // each checks the size before allocating
+  append_checked(out, self.str());
+  append_repeated(out, fill, n - left);
   return Value::string(std::move(out), self.safe);
 }
 
 Value call_str(Interpreter& in, const Value& self, const std::string& name, CallArgs& a) {
   const std::string& s = self.str();
+  count_text_work(s.size());  // every method walks the string (at least once)
   auto str = [&](std::string x) { return Value::string(std::move(x), self.safe); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     Params p(name.c_str(), a, {"chars"});
@@ -162,9 +165,7 @@ Value call_str(Interpreter& in, const Value& self, const std::string& name, Call
   if (name == "replace") {
     Params p("replace", a, {"old", "new", "count"});
     if (!p.get(0).is_string() || !p.get(1).is_string()) fail(ErrorKind::Type, "replace() arguments must be str");
-    std::string out = py_replace(s, p.get(0).str(), p.get(1).str(), p.get_int(2, -1));
-    in.charge(out.size());
-    return str(std::move(out));
+    return str(py_replace(s, p.get(0).str(), p.get(1).str(), p.get_int(2, -1)));  // checked as it grows
   }
   if (name == "lower" || name == "casefold") return Params(name.c_str(), a, {}), str(str_lower(s));
   if (name == "upper") return Params("upper", a, {}), str(str_upper(s));
@@ -216,9 +217,10 @@ Value call_str(Interpreter& in, const Value& self, const std::string& name, Call
     for (const Value& item : iterate(p.get(0))) {
       if (!item.is_string())
         fail(ErrorKind::Type, "sequence item " + std::to_string(k) + ": expected str instance, " + type_name(item) + " found");
-      out += (k++ ? s : "") + item.str();
+      in.tick();
+      if (k++) append_checked(out, s);  // checked as it grows: n items times a long separator
+      append_checked(out, item.str());
     }
-    in.charge(out.size());
     return str(std::move(out));
   }
   if (name == "format") return str(brace_format(in, s, a));
@@ -246,14 +248,17 @@ Value call_str(Interpreter& in, const Value& self, const std::string& name, Call
   }
   if (name == "center" || name == "ljust" || name == "rjust") {
     Params p(name.c_str(), a, {"width", "fillchar"});
-    return pad_to(self, p, name == "ljust" ? 'l' : name == "rjust" ? 'r' : 'c');
+    return pad_to(self, p, name.c_str(), name == "ljust" ? 'l' : name == "rjust" ? 'r' : 'c');
   }
   if (name == "zfill") {
     Params p("zfill", a, {"width"});
-    const int64_t width = std::min<int64_t>(p.get_int(0, 0), 1 << 20), len = utf8_length(s);
+    const int64_t width = p.get_int(0, 0), len = utf8_length(s);
     if (width <= len) return self;
     const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
-    return str(s.substr(0, sign) + std::string(static_cast<size_t>(width - len), '0') + s.substr(sign));
+    std::string out = s.substr(0, sign);
+    append_repeated(out, "0", static_cast<uint64_t>(width - len));  // checked before allocating
+    append_checked(out, std::string_view(s).substr(sign));
+    return str(std::move(out));
   }
   if (name == "expandtabs") {
     Params p("expandtabs", a, {"tabsize"});
@@ -263,7 +268,7 @@ Value call_str(Interpreter& in, const Value& self, const std::string& name, Call
     for (uint32_t c : utf8_decode(s)) {
       if (c == '\t') {
         const int64_t n = tab ? tab - col % tab : 0;
-        out += std::string(static_cast<size_t>(n), ' ');
+        append_repeated(out, " ", static_cast<uint64_t>(n));  // up to 1024 bytes per tab: checked
         col += n;
       } else {
         append_utf8(out, c);
@@ -315,6 +320,7 @@ Value call_dict(const Value& self, const std::string& name, CallArgs& a) {
 
 Value call_list(const Value& self, const std::string& name, CallArgs& a) {
   const auto& items = self.items();
+  count_work(items.size());
   if (name == "copy") return Params("copy", a, {}), Value::list(items);
   Params p(name.c_str(), a, {"value", "start", "stop"});
   int64_t n = 0, first = -1;
@@ -326,6 +332,14 @@ Value call_list(const Value& self, const std::string& name, CallArgs& a) {
   if (name == "count") return Value::integer(n);
   if (first < 0) fail(ErrorKind::Value, repr(p.get(0)) + " is not in " + type_name(self));
   return Value::integer(first);
+}
+
+// A bound method holds its object, one level deeper.
+Value bound(const Value& obj, std::string name, NativeFn fn) {
+  Value f = Value::function(std::move(name), std::move(fn));
+  f.fn_data().depth = 1 + value_depth(obj);
+  check_value_depth(f.fn_data().depth);
+  return f;
 }
 
 }  // namespace
@@ -340,17 +354,17 @@ bool find_method(const Value& obj, std::string_view name, Value* out) {
   switch (obj.kind) {
     case Kind::String:
       if (!contains(kStrMethods, name)) return false;
-      *out = Value::function(n, [obj, n](Interpreter& in, CallArgs& a) { return call_str(in, obj, n, a); });
+      *out = bound(obj, n, [obj, n](Interpreter& in, CallArgs& a) { return call_str(in, obj, n, a); });
       return true;
     case Kind::Dict:
       if (contains(kDictMutating, name)) return unsafe();
       if (!contains(kDictMethods, name)) return false;
-      *out = Value::function(n, [obj, n](Interpreter&, CallArgs& a) { return call_dict(obj, n, a); });
+      *out = bound(obj, n, [obj, n](Interpreter&, CallArgs& a) { return call_dict(obj, n, a); });
       return true;
     case Kind::List: case Kind::Tuple:
       if (obj.kind == Kind::List && contains(kListMutating, name)) return unsafe();
       if (!contains(kListMethods, name) || (obj.kind == Kind::Tuple && name == "copy")) return false;
-      *out = Value::function(n, [obj, n](Interpreter&, CallArgs& a) { return call_list(obj, n, a); });
+      *out = bound(obj, n, [obj, n](Interpreter&, CallArgs& a) { return call_list(obj, n, a); });
       return true;
     default: return false;
   }

@@ -29,17 +29,17 @@ int64_t mul_i(int64_t a, int64_t b) {
 
 Value repeat(Interpreter& in, const Value& seq, int64_t times) {
   if (times < 0) times = 0;
+  const uint64_t n = static_cast<uint64_t>(times);
   if (seq.is_string()) {
-    if (times > 0 && seq.str().size() > 0) in.charge(seq.str().size() * static_cast<size_t>(std::min<int64_t>(times, INT32_MAX)));
     std::string out;
-    out.reserve(seq.str().size() * static_cast<size_t>(times));
-    for (int64_t k = 0; k < times; ++k) out += seq.str();
+    append_repeated(out, seq.str(), n);  // checks the size before allocating
     return Value::string(std::move(out), seq.safe);
   }
   const auto& items = seq.items();
-  if (times > 0 && !items.empty()) in.charge(items.size() * sizeof(Value) * static_cast<size_t>(std::min<int64_t>(times, INT32_MAX)));
+  in.charge(sat_mul(sat_mul(items.size(), sizeof(Value)), n));
   std::vector<Value> out;
-  for (int64_t k = 0; k < times; ++k) out.insert(out.end(), items.begin(), items.end());
+  out.reserve(items.size() * n);
+  for (uint64_t k = 0; k < n && !items.empty(); ++k) out.insert(out.end(), items.begin(), items.end());
   return seq.kind == Kind::List ? Value::list(std::move(out)) : Value::tuple(std::move(out));
 }
 
@@ -47,9 +47,15 @@ Value add(Interpreter& in, const Value& a, const Value& b) {
   if (a.is_string() && b.is_string()) {
     // markupsafe: Markup + str escapes the str (and str + Markup likewise).
     const bool safe = a.safe || b.safe;
-    std::string out = safe && !a.safe ? html_escape(a.str()) : a.str();
-    out += safe && !b.safe ? html_escape(b.str()) : b.str();
-    in.charge(out.size());
+    const std::string left = safe && !a.safe ? html_escape(a.str()) : std::string();
+    const std::string right = safe && !b.safe ? html_escape(b.str()) : std::string();
+    const std::string& l = safe && !a.safe ? left : a.str();
+    const std::string& r = safe && !b.safe ? right : b.str();
+    in.charge(l.size() + r.size());
+    std::string out;
+    out.reserve(l.size() + r.size());
+    out += l;
+    out += r;
     return Value::string(std::move(out), safe);
   }
   if (a.is_string() && !a.safe) fail(ErrorKind::Type, std::string("can only concatenate str (not \"") + type_name(b) + "\") to str");
@@ -90,9 +96,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     } else if (a.safe) {
       args = esc(b);
     }
-    std::string out = percent_format(a.str(), args);
-    in.charge(out.size());
-    return Value::string(std::move(out), a.safe);
+    return Value::string(percent_format(a.str(), args), a.safe);  // it checks its size as it grows
   }
   if (!a.is_number() || !b.is_number()) unsupported(op, a, b);
   const bool fl = a.kind == Kind::Float || b.kind == Kind::Float;
@@ -141,7 +145,7 @@ bool py_contains(const Value& container, const Value& item) {
   switch (container.kind) {
     case Kind::Undefined: return false;
     case Kind::String:
-      count_work(container.str().size() / 64);
+      count_text_work(container.str().size());
       if (!item.is_string())
         fail(ErrorKind::Type, std::string("'in <string>' requires string as left operand, not ") + type_name(item));
       return container.str().find(item.str()) != std::string::npos;
@@ -168,6 +172,7 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
   std::u32string cps;
   int64_t len;
   if (obj.is_string()) {
+    count_text_work(obj.str().size());
     cps = utf8_decode(obj.str());
     len = static_cast<int64_t>(cps.size());
   } else if (obj.is_seq()) {

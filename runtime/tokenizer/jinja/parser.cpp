@@ -736,7 +736,10 @@ class Parser {
 
   std::string dotted_name() {
     std::string name = expect_name();
-    while (skip_op(".")) name += "." + expect_name();
+    while (skip_op(".")) {
+      name += '.';
+      name += expect_name();
+    }
     return name;
   }
 

@@ -33,7 +33,7 @@ int64_t Params::get_int(size_t k, int64_t dflt) const {
   if (!has(k)) return dflt;
   const Value& v = *vals_[k];
   if (v.is_int()) return v.as_int();
-  if (v.kind == Kind::Float) return static_cast<int64_t>(v.f);
+  if (v.kind == Kind::Float) return float_to_int(v.f);
   fail(ErrorKind::Type, std::string(fn_) + "(): '" + type_name(v) + "' object cannot be interpreted as an integer");
 }
 
@@ -98,12 +98,15 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   std::string out;
   if (old.empty()) {  // Python inserts `repl` before every character and at the end
     const std::u32string cps = utf8_decode(s);
+    const uint64_t inserts = std::min<uint64_t>(cps.size() + 1, count < 0 ? UINT64_MAX : static_cast<uint64_t>(count));
+    if (sat_add(s.size(), sat_mul(inserts, repl.size())) > output_cap()) fail_output_limit();
     int64_t n = 0;
     for (char32_t c : cps) {
       if (count < 0 || n < count) out += repl, ++n;
       append_utf8(out, c);
     }
     if (count < 0 || n < count) out += repl;
+    count_text_work(out.size());
     return out;
   }
   size_t pos = 0;
@@ -111,12 +114,12 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   while (count < 0 || n < count) {
     const size_t hit = s.find(old, pos);
     if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(repl);
+    append_checked(out, s.substr(pos, hit - pos));
+    append_checked(out, repl);
     pos = hit + old.size();
     ++n;
   }
-  out.append(s.substr(pos));
+  append_checked(out, s.substr(pos));
   return out;
 }
 
@@ -126,17 +129,25 @@ namespace {
 std::string pad(std::string body, int64_t width, char align, const std::string& fill) {
   const int64_t len = utf8_length(body);
   if (width <= len) return body;
-  const int64_t n = width - len;
-  std::string l, r;
-  auto rep = [&](int64_t k) {
-    std::string x;
-    for (int64_t i = 0; i < k; ++i) x += fill;
-    return x;
-  };
-  if (align == '<') r = rep(n);
-  else if (align == '>') l = rep(n);
-  else if (align == '^') l = rep(n / 2), r = rep(n - n / 2);
-  return l + body + r;
+  const uint64_t n = static_cast<uint64_t>(width - len);
+  if (sat_add(body.size(), sat_mul(n, fill.size())) > output_cap()) fail_output_limit();  // before allocating
+  const uint64_t left = align == '<' ? 0 : align == '>' ? n : align == '^' ? n / 2 : 0;
+  const uint64_t right = align == '<' ? n : align == '^' ? n - n / 2 : 0;
+  std::string out;
+  append_repeated(out, fill, left);
+  out += body;
+  append_repeated(out, fill, right);
+  return out;
+}
+
+// A decimal field of a format spec; saturates instead of overflowing (the size check follows).
+int64_t parse_width(const std::u32string& sp, size_t& k) {
+  int64_t v = 0;
+  while (k < sp.size() && sp[k] >= '0' && sp[k] <= '9') {
+    v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (sp[k] - '0');
+    ++k;
+  }
+  return v;
 }
 
 std::string c_format(const char* spec, double v) {
@@ -166,18 +177,16 @@ std::string format_spec(const Value& v, std::string_view spec) {
   bool alt = false;
   if (k < sp.size() && sp[k] == '#') alt = true, ++k;
   if (k < sp.size() && sp[k] == '0') {
-    if (!align) fill = "0", align = '=';
+    if (!align) fill.assign(1, '0'), align = '=';
     ++k;
   }
-  int64_t width = 0, precision = -1;
-  while (k < sp.size() && sp[k] >= '0' && sp[k] <= '9') width = width * 10 + (sp[k++] - '0');
+  int64_t width = parse_width(sp, k), precision = -1;
   bool comma = false;
   char sep_char = ',';
   if (k < sp.size() && (sp[k] == ',' || sp[k] == '_')) comma = true, sep_char = static_cast<char>(sp[k++]);
   if (k < sp.size() && sp[k] == '.') {
     ++k;
-    precision = 0;
-    while (k < sp.size() && sp[k] >= '0' && sp[k] <= '9') precision = precision * 10 + (sp[k++] - '0');
+    precision = parse_width(sp, k);
   }
   char type = k < sp.size() ? static_cast<char>(sp[k++]) : 0;
   if (k != sp.size()) fail(ErrorKind::Value, "Invalid format specifier");
@@ -243,9 +252,10 @@ std::string format_spec(const Value& v, std::string_view spec) {
   std::string sgn = negative ? "-" : sign == '+' ? "+" : sign == ' ' ? " " : "";
   if (align == '=') {
     const int64_t n = width - utf8_length(sgn) - utf8_length(body);
-    std::string zeros;
-    for (int64_t i = 0; i < n; ++i) zeros += fill;
-    return sgn + zeros + body;
+    std::string out = sgn;
+    append_repeated(out, fill, n > 0 ? static_cast<uint64_t>(n) : 0);
+    append_checked(out, body);
+    return out;
   }
   return pad(sgn + body, width, align ? align : '>', fill);
 }
@@ -261,7 +271,9 @@ std::string percent_format(const std::string& fmt, const Value& args) {
   std::string out;
   for (size_t k = 0; k < fmt.size(); ++k) {
     if (fmt[k] != '%') {
-      out += fmt[k];
+      const size_t lit = std::min(fmt.find('%', k), fmt.size());
+      append_checked(out, std::string_view(fmt).substr(k, lit - k));
+      k = lit - 1;
       continue;
     }
     if (++k >= fmt.size()) fail(ErrorKind::Value, "incomplete format");
@@ -286,11 +298,15 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     auto number = [&](int64_t* out_n) {
       if (k < fmt.size() && fmt[k] == '*') {
         Value w = take();
+        if (!w.is_int()) fail(ErrorKind::Type, "* wants int");
         *out_n = w.as_int();
         ++k;
         return;
       }
-      while (k < fmt.size() && fmt[k] >= '0' && fmt[k] <= '9') *out_n = *out_n * 10 + (fmt[k++] - '0');
+      while (k < fmt.size() && fmt[k] >= '0' && fmt[k] <= '9') {  // saturating: the size check follows
+        *out_n = *out_n > (INT64_MAX - 9) / 10 ? INT64_MAX : *out_n * 10 + (fmt[k] - '0');
+        ++k;
+      }
     };
     int64_t width = 0, precision = -1;
     number(&width);
@@ -303,7 +319,7 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     if (k >= fmt.size()) fail(ErrorKind::Value, "incomplete format");
     const char conv = fmt[k];
     if (conv == '%') {
-      out += '%';
+      append_checked(out, "%");
       continue;
     }
     if (!have_arg) arg = mapping && !used_mapping && pos.empty() ? args : take();
@@ -327,7 +343,7 @@ std::string percent_format(const std::string& fmt, const Value& args) {
         if (precision >= 0) spec += "." + std::to_string(std::min<int64_t>(precision, 100));
         char buf[512];
         if (std::string_view("diuxXo").find(conv) != std::string_view::npos) {
-          const long long iv = arg.kind == Kind::Float ? static_cast<long long>(arg.f) : arg.as_int();
+          const long long iv = arg.kind == Kind::Float ? float_to_int(arg.f) : arg.as_int();
           spec += "ll";
           spec += conv == 'i' || conv == 'u' ? 'd' : conv;
           std::snprintf(buf, sizeof buf, spec.c_str(), iv);
@@ -340,37 +356,48 @@ std::string percent_format(const std::string& fmt, const Value& args) {
       }
       default: fail(ErrorKind::Value, std::string("unsupported format character '") + conv + "'");
     }
-    const int64_t len = utf8_length(body);
-    if (width > len) {
-      const std::string padding(static_cast<size_t>(width - len), ' ');
-      body = left ? body + padding : (flags.find('0') != std::string::npos && conv != 's' && conv != 'r') ? body : padding + body;
+    // Python's '%*d' takes a negative width as left alignment.
+    const bool left_aligned = left || width < 0;
+    const uint64_t w = width < 0 ? (width == INT64_MIN ? UINT64_MAX : static_cast<uint64_t>(-width)) : static_cast<uint64_t>(width);
+    const uint64_t len = static_cast<uint64_t>(utf8_length(body));
+    const uint64_t pad_n = w > len ? w - len : 0;
+    const bool zero_padded = flags.find('0') != std::string::npos && conv != 's' && conv != 'r';
+    if (left_aligned) {
+      append_checked(out, body);
+      append_repeated(out, " ", pad_n);  // checked against the output limit before allocating
+    } else {
+      if (!zero_padded) append_repeated(out, " ", pad_n);
+      append_checked(out, body);
     }
-    out += body;
   }
   if (!mapping && next < pos.size()) fail(ErrorKind::Type, "not all arguments converted during string formatting");
   return out;
 }
 
 // ---- str.format ------------------------------------------------------------------------------
-std::string brace_format(Interpreter& in, const std::string& fmt, const CallArgs& args) {
+namespace {
+
+// A replacement field's spec may hold replacement fields itself, one level deep as in Python
+// ("Max string recursion exceeded" beyond).
+std::string brace_format_at(Interpreter& in, const std::string& fmt, const CallArgs& args, int level, size_t& auto_index) {
+  if (level > 2) fail(ErrorKind::Value, "Max string recursion exceeded");
   std::string out;
-  size_t auto_index = 0;
   for (size_t k = 0; k < fmt.size(); ++k) {
     const char c = fmt[k];
     if (c == '}') {
       if (k + 1 < fmt.size() && fmt[k + 1] == '}') {
-        out += '}';
+        append_checked(out, "}");
         ++k;
         continue;
       }
       fail(ErrorKind::Value, "Single '}' encountered in format string");
     }
     if (c != '{') {
-      out += c;
+      append_checked(out, std::string_view(&fmt[k], 1));
       continue;
     }
     if (k + 1 < fmt.size() && fmt[k + 1] == '{') {
-      out += '{';
+      append_checked(out, "{");
       ++k;
       continue;
     }
@@ -386,10 +413,6 @@ std::string brace_format(Interpreter& in, const std::string& fmt, const CallArgs
     std::string spec;
     char conv = 0;
     if (size_t colon = field.find(':'); colon != std::string::npos) spec = field.substr(colon + 1), field.resize(colon);
-    if (spec.find('{') != std::string::npos) {
-      CallArgs nested = args;  // nested fields number on from the outer ones
-      spec = brace_format(in, spec, nested);
-    }
     if (size_t bang = field.find('!'); bang != std::string::npos) {
       conv = bang + 1 < field.size() ? field[bang + 1] : 0;
       field.resize(bang);
@@ -429,11 +452,20 @@ std::string brace_format(Interpreter& in, const std::string& fmt, const CallArgs
       }
     }
     if (v.is_undefined()) fail_undefined(v);
+    // Fields nested in the spec number on after this one ("{:^{}}".format(s, width)).
+    if (spec.find('{') != std::string::npos) spec = brace_format_at(in, spec, args, level + 1, auto_index);
     if (conv == 'r' || conv == 'a') v = Value::string(repr(v));
     else if (conv == 's') v = Value::string(to_str(v));
-    out += format_spec(v, spec);
+    append_checked(out, format_spec(v, spec));  // format_spec checks its own width first
   }
   return out;
+}
+
+}  // namespace
+
+std::string brace_format(Interpreter& in, const std::string& fmt, const CallArgs& args) {
+  size_t auto_index = 0;
+  return brace_format_at(in, fmt, args, 1, auto_index);
 }
 
 }  // namespace kestrel::jinja

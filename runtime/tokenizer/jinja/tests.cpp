@@ -53,7 +53,7 @@ bool t_upper(Interpreter&, const Value& v, CallArgs& a) {
 int64_t int_of(const Value& v, const char* test) {
   if (v.is_undefined()) fail_undefined(v);
   if (v.is_int()) return v.as_int();
-  if (v.kind == Kind::Float && std::floor(v.f) == v.f) return static_cast<int64_t>(v.f);
+  if (v.kind == Kind::Float && std::floor(v.f) == v.f) return float_to_int(v.f);
   fail(ErrorKind::Type, std::string("test '") + test + "' needs an integer, not '" + type_name(v) + "'");
 }
 bool t_odd(Interpreter&, const Value& v, CallArgs& a) { return no_args("odd", a), int_of(v, "odd") % 2 != 0; }
@@ -61,6 +61,7 @@ bool t_even(Interpreter&, const Value& v, CallArgs& a) { return no_args("even", 
 bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
   const int64_t d = int_of(arg("divisibleby", a), "divisibleby");
   if (d == 0) fail(ErrorKind::Value, "integer division or modulo by zero");
+  if (d == -1) return true;  // INT64_MIN % -1 overflows in C++
   return int_of(v, "divisibleby") % d == 0;
 }
 bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return py_equal(v, arg("eq", a)); }

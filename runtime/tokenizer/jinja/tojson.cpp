@@ -12,6 +12,8 @@ namespace {
 constexpr int kMaxDepth = 500;
 
 void escape_string(std::string& out, std::string_view s, bool ensure_ascii) {
+  const uint64_t cap = output_cap();  // up to 12 bytes per code point: checked per character
+  count_text_work(s.size());
   out += '"';
   char buf[16];
   auto emit_u = [&](uint32_t c) {
@@ -20,6 +22,7 @@ void escape_string(std::string& out, std::string_view s, bool ensure_ascii) {
   };
   if (!ensure_ascii) {
     for (char ch : s) {
+      if (out.size() > cap) fail_output_limit();
       const unsigned char c = static_cast<unsigned char>(ch);
       switch (c) {
         case '"': out += "\\\""; break;
@@ -36,6 +39,7 @@ void escape_string(std::string& out, std::string_view s, bool ensure_ascii) {
     }
   } else {
     for (uint32_t c : utf8_decode(s)) {
+      if (out.size() > cap) fail_output_limit();
       switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -92,7 +96,7 @@ class Writer {
     switch (v.kind) {
       case Kind::None: out += "null"; return;
       case Kind::Bool: out += v.b ? "true" : "false"; return;
-      case Kind::Int: out += std::to_string(v.i); return;
+      case Kind::Int: append_checked(out, std::to_string(v.i)); return;
       case Kind::Float: out += float_json(v.f); return;
       case Kind::String: escape_string(out, v.str(), o_.ensure_ascii); return;
       case Kind::List: case Kind::Tuple: {
@@ -103,7 +107,7 @@ class Writer {
         }
         out += '[';
         for (size_t k = 0; k < items.size(); ++k) {
-          out += k ? o_.item_sep : "";
+          if (k) append_checked(out, o_.item_sep);
           newline(depth + 1);
           write(items[k], depth + 1);
         }
@@ -124,11 +128,11 @@ class Writer {
         out += '{';
         bool first = true;
         for (const auto* kv : order) {
-          out += first ? "" : o_.item_sep;
+          if (!first) append_checked(out, o_.item_sep);
           first = false;
           newline(depth + 1);
           escape_string(out, key_string(kv->first), o_.ensure_ascii);
-          out += o_.key_sep;
+          append_checked(out, o_.key_sep);
           write(kv->second, depth + 1);
         }
         newline(depth);
@@ -143,8 +147,8 @@ class Writer {
   const JsonOptions& o_;
   void newline(int depth) {
     if (!o_.indent_set) return;
-    out += '\n';
-    for (int k = 0; k < depth; ++k) out += o_.indent;
+    append_checked(out, "\n");
+    append_repeated(out, o_.indent, static_cast<uint64_t>(depth));  // checked before allocating
   }
 };
 

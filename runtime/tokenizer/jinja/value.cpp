@@ -1,6 +1,7 @@
 // Python semantics of jinja::Value: truth, str/repr, equality, ordering, iteration, UTF-8.
 #include "tokenizer/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -22,41 +23,34 @@ const char* error_kind_name(ErrorKind kind) {
   return "Error";
 }
 
-// ---- construction and the memory budget ----------------------------------------------------
-namespace {
-thread_local MemoryBudget* t_budget = nullptr;
-
-// Counts n bytes against the thread's budget; returns the budget to release them to later.
-MemoryBudget* count_bytes(int64_t n) {
-  MemoryBudget* b = t_budget;
-  if (!b) return nullptr;
-  if (b->live + n > b->limit)
-    fail(ErrorKind::Limit, "template memory exceeds the limit (" + std::to_string(b->limit) + " bytes)");
-  b->live += n;
-  return b;
-}
-}  // namespace
-
-MemoryBudget* set_thread_budget(MemoryBudget* budget) { return std::exchange(t_budget, budget); }
-
-void count_work(uint64_t n) {
-  if (t_budget) t_budget->work += n;
+// ---- construction and the budget ------------------------------------------------------------
+int value_depth(const Value& v) {
+  switch (v.kind) {
+    case Kind::List: case Kind::Tuple: return static_cast<const ListData*>(v.p.get())->depth;
+    case Kind::Dict: return v.dict_data().depth();
+    case Kind::Iterator: return v.iter_data().depth;
+    case Kind::Object: return std::max(v.obj_data().depth, v.obj_data().attrs.depth());
+    case Kind::Function: return v.fn_data().depth;
+    default: return 0;
+  }
 }
 
-StringData::~StringData() {
-  if (budget) budget->live -= static_cast<int64_t>(text.size());
-}
-ListData::~ListData() {
-  if (budget) budget->live -= counted;
+int max_depth_of(const std::vector<Value>& items) {
+  int d = 0;
+  for (const Value& item : items) d = std::max(d, value_depth(item));
+  return d;
 }
 
 Value Value::string(std::string x, bool safe) {
   Value v;
   v.kind = Kind::String;
   v.safe = safe;
-  count_work(x.size() >> 10);
+  if (x.size() >= 64) {
+    check_alloc(x.size());  // a backstop: the builders check before they allocate
+    count_text_work(x.size());
+  }
   auto d = std::make_shared<StringData>();
-  d->budget = x.size() >= 64 ? count_bytes(static_cast<int64_t>(x.size())) : nullptr;
+  d->charge.add(static_cast<int64_t>(x.size()) + kValueOverhead);
   d->text = std::move(x);
   v.p = std::move(d);
   return v;
@@ -91,9 +85,9 @@ Value Value::list(std::vector<Value> items) {
   v.kind = Kind::List;
   count_work(items.size());
   auto d = std::make_shared<ListData>();
-  d->counted = static_cast<int64_t>(items.size() * sizeof(Value));
-  d->budget = d->counted >= 1024 ? count_bytes(d->counted) : nullptr;
-  if (!d->budget) d->counted = 0;
+  d->depth = 1 + max_depth_of(items);
+  check_value_depth(d->depth);
+  d->charge.add(static_cast<int64_t>(items.size() * sizeof(Value)) + kValueOverhead);
   d->items = std::move(items);
   v.p = std::move(d);
   return v;
@@ -114,6 +108,8 @@ Value Value::iterator(std::string type_name, std::vector<Value> items, bool sing
   v.kind = Kind::Iterator;
   auto d = std::make_shared<IteratorData>();
   d->type_name = std::move(type_name);
+  d->depth = 1 + max_depth_of(items);
+  check_value_depth(d->depth);
   d->items = std::move(items);
   d->single_pass = single_pass;
   d->has_len = has_len;
@@ -142,6 +138,7 @@ const Value* DictData::find(std::string_view key) const {
 const Value* DictData::find(const Value& key) const {
   if (key.is_string()) return find(std::string_view(key.str()));
   if (key.kind == Kind::List || key.kind == Kind::Dict) fail(ErrorKind::Type, std::string("unhashable type: '") + type_name(key) + "'");
+  count_work(items_.size());  // non-string keys are found by a scan
   for (const auto& [k, v] : items_)
     if (!k.is_string() && py_equal(k, key)) return &v;
   return nullptr;
@@ -150,13 +147,37 @@ const Value* DictData::find(const Value& key) const {
 void DictData::set(const Value& key, Value value) {
   count_work(1);
   if (const Value* existing = find(key)) {
+    const int depth = 1 + value_depth(value);
+    check_value_depth(depth);
+    depth_ = std::max(depth_, depth);
     *const_cast<Value*>(existing) = std::move(value);
     return;
   }
+  const int depth = 1 + std::max(value_depth(key), value_depth(value));
+  check_value_depth(depth);
+  depth_ = std::max(depth_, depth);
+  charge_.add(static_cast<int64_t>(sizeof(items_[0])) + (key.is_string() ? static_cast<int64_t>(key.str().size()) + kValueOverhead : 0));
   if (key.is_string()) str_index_.emplace(key.str(), items_.size());
   Value k = key;
   k.safe = false;
   items_.emplace_back(std::move(k), std::move(value));
+}
+
+void DictData::clear() {
+  // Move the items out first: destroying them may run code that looks at this dict.
+  std::vector<std::pair<Value, Value>> items = std::move(items_);
+  items_.clear();
+  str_index_.clear();
+  depth_ = 1;
+  charge_.release();
+}
+
+int64_t float_to_int(double d) {
+  if (std::isnan(d)) fail(ErrorKind::Value, "cannot convert float NaN to integer");
+  // 2^63 is exactly representable; everything below it in magnitude converts.
+  if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+    fail(ErrorKind::Value, "integer overflow (Kestrel's integers are 64-bit)");
+  return static_cast<int64_t>(d);
 }
 
 // ---- truth, names ----------------------------------------------------------------------------
@@ -214,7 +235,7 @@ std::string format_float(double d) {
     if (s[k] >= '0' && s[k] <= '9') digits += s[k];
   if (exp < -4 || exp >= 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     return out + eb;
@@ -224,7 +245,9 @@ std::string format_float(double d) {
     if (digits.size() <= int_len) return out + digits + std::string(int_len - digits.size(), '0') + ".0";
     return out + digits.substr(0, int_len) + "." + digits.substr(int_len);
   }
-  return out + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  out += "0.";
+  out.append(static_cast<size_t>(-exp - 1), '0');
+  return out + digits;
 }
 
 // Python's str.isprintable() for one code point (approximate beyond the common ranges).
@@ -242,7 +265,9 @@ std::string py_str_repr(std::string_view s) {
   const bool has_double = s.find('"') != std::string_view::npos;
   const char q = has_single && !has_double ? '"' : '\'';
   std::string out(1, q);
+  const uint64_t cap = output_cap();
   for (uint32_t c : utf8_decode(s)) {
+    if (out.size() > cap) fail_output_limit();  // up to 10 bytes per code point
     char buf[16];
     if (c == static_cast<uint32_t>(q) || c == '\\') {
       out += '\\';
@@ -263,12 +288,40 @@ std::string py_str_repr(std::string_view s) {
   return out + q;
 }
 
-static void join_repr(std::string& out, const std::vector<Value>& items) {
+namespace {
+
+// Printing recurses into containers; a namespace can be made to nest deeper than its recorded
+// depth (it is mutable), so printing counts its own depth too.
+thread_local int t_print_depth = 0;
+struct PrintDepth {
+  PrintDepth() {
+    check_value_depth(t_print_depth + 1);
+    ++t_print_depth;
+  }
+  ~PrintDepth() { --t_print_depth; }
+  PrintDepth(const PrintDepth&) = delete;
+  PrintDepth& operator=(const PrintDepth&) = delete;
+};
+
+void join_repr(std::string& out, const std::vector<Value>& items) {
   for (size_t k = 0; k < items.size(); ++k) {
-    if (k) out += ", ";
-    out += repr(items[k]);
+    if (k) append_checked(out, ", ");
+    append_checked(out, repr(items[k]));
   }
 }
+
+void dict_repr(std::string& out, const DictData& d) {
+  bool first = true;
+  for (const auto& [k, val] : d.items()) {
+    if (!first) append_checked(out, ", ");
+    first = false;
+    append_checked(out, repr(k));
+    append_checked(out, ": ");
+    append_checked(out, repr(val));
+  }
+}
+
+}  // namespace
 
 std::string to_str(const Value& v) {
   switch (v.kind) {
@@ -279,28 +332,27 @@ std::string to_str(const Value& v) {
     case Kind::Float: return format_float(v.f);
     case Kind::String: return v.str();
     case Kind::List: {
+      PrintDepth guard;
       std::string out = "[";
       join_repr(out, v.items());
       return out + "]";
     }
     case Kind::Tuple: {
+      PrintDepth guard;
       std::string out = "(";
       join_repr(out, v.items());
       return out + (v.items().size() == 1 ? ",)" : ")");
     }
     case Kind::Dict: {
+      PrintDepth guard;
       std::string out = "{";
-      bool first = true;
-      for (const auto& [k, val] : v.dict_data().items()) {
-        if (!first) out += ", ";
-        first = false;
-        out += repr(k) + ": " + repr(val);
-      }
+      dict_repr(out, v.dict_data());
       return out + "}";
     }
     case Kind::Iterator: {
       const IteratorData& d = v.iter_data();
       if (d.single_pass) return "<" + d.type_name + " object>";
+      PrintDepth guard;
       std::string out = d.type_name + "([";
       join_repr(out, d.items);
       return out + "])";
@@ -308,13 +360,9 @@ std::string to_str(const Value& v) {
     case Kind::Object: {
       const ObjectData& o = v.obj_data();
       if (o.type_name != "Namespace") return "<" + o.type_name + " object>";
+      PrintDepth guard;
       std::string out = "<Namespace {";
-      bool first = true;
-      for (const auto& [k, val] : o.attrs.items()) {
-        if (!first) out += ", ";
-        first = false;
-        out += repr(k) + ": " + repr(val);
-      }
+      dict_repr(out, o.attrs);
       return out + "}>";
     }
     case Kind::Function: return "<function " + v.fn_data().name + ">";
@@ -337,10 +385,13 @@ bool py_equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::Undefined: case Kind::None: return true;
-    case Kind::String: return a.str() == b.str();
+    case Kind::String:
+      count_text_work(std::min(a.str().size(), b.str().size()));
+      return a.str() == b.str();
     case Kind::List: case Kind::Tuple: {
       const auto &x = a.items(), &y = b.items();
       if (x.size() != y.size()) return false;
+      count_work(x.size());
       for (size_t k = 0; k < x.size(); ++k)
         if (!py_equal(x[k], y[k])) return false;
       return true;
@@ -369,7 +420,11 @@ int py_compare(const Value& a, const Value& b, const char* op) {
     const int64_t x = a.as_int(), y = b.as_int();
     return x < y ? -1 : x > y ? 1 : 0;
   }
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;  // UTF-8 order = code point order
+  if (a.is_string() && b.is_string()) {
+    count_text_work(std::min(a.str().size(), b.str().size()));
+    const int c = a.str().compare(b.str());  // UTF-8 order = code point order
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
   if (a.kind == b.kind && a.is_seq()) {
     const auto &x = a.items(), &y = b.items();
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
@@ -384,11 +439,16 @@ int py_compare(const Value& a, const Value& b, const char* op) {
 // ---- iteration -------------------------------------------------------------------------------
 std::vector<Value> iterate(const Value& v) {
   count_work(1 + (v.is_seq() ? v.items().size() : v.kind == Kind::String ? v.str().size() : 0));
+  // The copy is a list of its own while the caller holds it.
+  const size_t n = v.is_seq() ? v.items().size() : v.is_dict() ? v.dict_data().size() : v.kind == Kind::Iterator ? v.iter_data().items.size() : 0;
+  check_alloc(sat_mul(n, sizeof(Value)));
   switch (v.kind) {
     case Kind::Undefined: return {};
     case Kind::List: case Kind::Tuple: return v.items();
     case Kind::String: {
       std::vector<Value> out;
+      check_alloc(sat_mul(utf8_length(v.str()), sizeof(Value) + sizeof(StringData)));  // one value per character
+      out.reserve(static_cast<size_t>(utf8_length(v.str())));
       for (uint32_t c : utf8_decode(v.str())) {
         std::string ch;
         append_utf8(ch, c);
@@ -549,7 +609,9 @@ std::string str_upper(std::string_view s) {
 std::string html_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
+  const uint64_t cap = output_cap();
   for (char c : s) {
+    if (out.size() > cap) fail_output_limit();  // up to 5 bytes per byte
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

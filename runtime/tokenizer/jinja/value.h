@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/jinja/error.h"
+#include "tokenizer/jinja/limits.h"
 
 namespace kestrel::jinja {
 
@@ -22,29 +23,16 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Tup
 struct Value;
 class Interpreter;
 
-// Bytes of strings and lists alive during one render (on the rendering thread): a template
-// cannot hold more than `limit` at once, however it builds them.
-struct MemoryBudget {
-  int64_t live = 0;
-  int64_t limit = 0;
-  uint64_t work = 0;  // items built or walked, KiB of strings (the interpreter bounds it with its steps)
-};
-// Installs the budget new strings and lists of this thread are counted against (nullptr: none).
-MemoryBudget* set_thread_budget(MemoryBudget* budget);
-// Adds n to the installed budget's work counter.
-void count_work(uint64_t n);
-
+// Strings and lists count their bytes against the render's budget while alive (limits.h).
 struct StringData {
   std::string text;
-  MemoryBudget* budget = nullptr;  // counted against, while alive
-  ~StringData();
+  LiveCharge charge;
 };
 
 struct ListData {
   std::vector<Value> items;
-  MemoryBudget* budget = nullptr;
-  int64_t counted = 0;
-  ~ListData();
+  int depth = 1;  // containers nested: 1 + the deepest item's (bounded: freeing and printing recurse)
+  LiveCharge charge;
 };
 
 // Python dict: keys compare with Python equality (1 == 1.0 == True); string keys are indexed.
@@ -53,8 +41,10 @@ class DictData {
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(const Value& key, Value value);
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below Value (clang needs Value complete for it)
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
+  int depth() const { return depth_; }
+  void clear();  // breaks reference cycles through namespaces when a render ends
 
  private:
   struct Hash {
@@ -62,6 +52,8 @@ class DictData {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::vector<std::pair<Value, Value>> items_;
+  int depth_ = 1;
+  LiveCharge charge_;  // entries, while alive
   std::unordered_map<std::string, size_t, Hash, std::equal_to<>> str_index_;
 };
 
@@ -72,6 +64,7 @@ struct IteratorData {
   bool single_pass = true;
   bool consumed = false;
   bool has_len = false;
+  int depth = 1;
   std::string error;  // a TypeError raised when consumed (Python's lazy generators)
 };
 
@@ -84,6 +77,7 @@ using NativeFn = std::function<Value(Interpreter&, CallArgs&)>;
 struct FunctionData {
   std::string name;  // for messages and repr
   NativeFn fn;
+  int depth = 1;     // 1 + the deepest value the function holds (a bound method: its object)
 };
 
 struct ObjectData;
@@ -137,6 +131,8 @@ struct Value {
   const UndefinedData* undef_data() const { return static_cast<const UndefinedData*>(p.get()); }
 };
 
+inline size_t DictData::size() const { return items_.size(); }
+
 // namespace(), loop, cycler, joiner: attributes by name; `callable` makes the object callable.
 struct ObjectData {
   std::string type_name;
@@ -145,10 +141,18 @@ struct ObjectData {
   NativeFn callable;
   // Attributes computed on access (the loop object), consulted after `attrs`.
   std::function<bool(std::string_view, Value*)> lazy_attr;
+  int depth = 1;  // 1 + the deepest value held outside `attrs` (a cycler's items, a loop's)
 };
+
+// How deeply containers nest inside v (0 for scalars); a new container checks it against the
+// render's max_value_depth.
+int value_depth(const Value& v);
+int max_depth_of(const std::vector<Value>& items);
 
 // ---- Python semantics ----------------------------------------------------------------------
 bool truthy(const Value& v);
+// int(d): ValueError for NaN, OverflowError (kind Value) beyond 64 bits; never undefined behaviour.
+int64_t float_to_int(double d);
 std::string to_str(const Value& v);  // str(v); undefined -> ""
 std::string repr(const Value& v);    // repr(v)
 std::string py_str_repr(std::string_view s);

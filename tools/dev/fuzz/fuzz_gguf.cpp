@@ -1,14 +1,8 @@
-// libFuzzer entry point for the GGUF reader (not built by CMake). From the repo root:
-//
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined \
-//     -Iruntime/include -Iruntime -I. tools/dev/fuzz_gguf.cpp runtime/gguf/*.cpp \
-//     runtime/tensor/dtype.cpp backends/ref/quants_*.cpp -o /tmp/fuzz_gguf
-//   mkdir -p /tmp/gguf_corpus && head -c 16384 ../shared/testdata/models/stories260K-q4_0.gguf \
-//     > /tmp/gguf_corpus/seed.gguf
-//   /tmp/fuzz_gguf -max_len=16384 -max_total_time=300 /tmp/gguf_corpus
-//
-// (dtype.cpp's table points at the reference quant functions, hence backends/ref/quants_*.cpp.)
-// Any crash, sanitizer report or leak is a bug: File must turn every input into a Status.
+// libFuzzer target: the GGUF reader (gguf::File::from_bytes) on arbitrary bytes. Any crash,
+// sanitizer report or leak is a bug: File must turn every input into a Status whose message says
+// why; whatever it accepts must be readable in full and survive a write/read round trip.
+// Built and run with the other targets by tools/dev/fuzz/run.sh (see README.md there); seeds: a
+// tiny GGUF written by gen_seeds.cpp with the library's GGUF writer.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -1,0 +1,148 @@
+#include "server/generation.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "kestrel.hpp"
+
+namespace kestrel::server {
+
+void Generation::cancel() {
+  client_gone = true;
+  kestrel_cancel(engine, id);  // ERR_OUT_OF_RANGE when it has just finished: nothing to do
+}
+
+void Generation::wait_done() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+}
+
+bool Generation::is_done() {
+  std::lock_guard<std::mutex> lock(mu);
+  return done;
+}
+
+namespace {
+
+// The engine's callbacks get a heap shared_ptr as `user`: a reference released by on_done.
+Generation* of(void* user) { return static_cast<std::shared_ptr<Generation>*>(user)->get(); }
+
+bool on_piece(kestrel_token, const char* piece, size_t len, void* user) {
+  Generation* g = of(user);
+  std::lock_guard<std::mutex> lock(g->mu);
+  if (len > 0) g->pieces.emplace_back(piece, len);
+  g->cv.notify_all();
+  return !g->client_gone;
+}
+
+void on_finished(const kestrel_request_result* r, void* user) {
+  auto* ref = static_cast<std::shared_ptr<Generation>*>(user);
+  {
+    Generation* g = ref->get();
+    std::lock_guard<std::mutex> lock(g->mu);
+    g->result = *r;
+    g->done = true;
+    g->cv.notify_all();
+  }
+  delete ref;
+}
+
+ApiError library_error(int http, const std::string& param) {
+  ApiError e = status_error(http, kestrel_last_error());
+  e.param = param;
+  return e;
+}
+
+std::optional<ApiError> render_chat(const kestrel_model* model, const std::string& messages, std::string* prompt) {
+  kestrel_chat_options co;
+  kestrel_chat_options_init(&co);
+  co.add_generation_prompt = true;
+  size_t len = 0;
+  kestrel_status st = kestrel_chat_format(model, messages.c_str(), &co, nullptr, 0, &len);
+  if (st == KESTREL_ERR_BUFFER_TOO_SMALL || st == KESTREL_OK) {
+    prompt->resize(len + 1);
+    st = kestrel_chat_format(model, messages.c_str(), &co, prompt->data(), prompt->size(), &len);
+    prompt->resize(st == KESTREL_OK ? len : 0);
+  }
+  if (st == KESTREL_OK) return std::nullopt;
+  if (st == KESTREL_ERR_INTERNAL) {
+    std::fprintf(stderr, "kestrel serve: chat template: %s\n", kestrel_last_error());
+    return status_error(500, "internal error");
+  }
+  return library_error(400, "messages");
+}
+
+std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenRequest& req,
+                                      std::vector<kestrel_token>* tokens) {
+  std::string rendered;
+  if (req.chat) {
+    if (auto e = render_chat(model, req.messages_json, &rendered)) return e;
+  }
+  const std::string& prompt = req.chat ? rendered : req.prompt;
+  try {
+    // A rendered template holds special-token text (<|im_start|>...); a raw prompt is plain text.
+    *tokens = tokenize(model, prompt, true, req.chat);
+  } catch (const Error& e) {
+    ApiError a = status_error(400, e.what());
+    a.param = req.chat ? "messages" : "prompt";
+    return a;
+  }
+  if (tokens->size() >= 2 && (*tokens)[0] == (*tokens)[1]) tokens->erase(tokens->begin());  // template wrote BOS too
+  if (tokens->empty()) {
+    ApiError a = status_error(400, "The prompt is empty");
+    a.param = "prompt";
+    return a;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> start_generation(const kestrel_model* model, kestrel_engine* engine, const GenRequest& req,
+                                         std::shared_ptr<Generation>* out) {
+  std::vector<kestrel_token> tokens;
+  if (auto e = prompt_tokens(model, req, &tokens)) return e;
+  GenParams gp = req.params;
+  std::vector<const char*> stops;
+  for (const auto& s : gp.stop) stops.push_back(s.c_str());
+  gp.sampling.logit_bias_tokens = gp.bias_tokens.data();
+  gp.sampling.logit_bias_values = gp.bias_values.data();
+  gp.sampling.n_logit_bias = static_cast<int32_t>(gp.bias_tokens.size());
+  auto g = std::make_shared<Generation>();
+  g->engine = engine;
+  auto* ref = new std::shared_ptr<Generation>(g);  // the engine's reference, released by on_done
+  kestrel_request r;
+  kestrel_request_init(&r);
+  r.prompt = tokens.data();
+  r.n_prompt = static_cast<int32_t>(tokens.size());
+  r.max_tokens = gp.max_tokens;
+  r.sampling = &gp.sampling;
+  r.stop_strings = stops.data();
+  r.n_stop_strings = static_cast<int32_t>(stops.size());
+  r.on_token = on_piece;
+  r.on_done = on_finished;
+  r.user = ref;
+  // g->id is read only by this thread's callers (to cancel), never by the engine's callbacks.
+  const kestrel_status st = kestrel_submit(engine, &r, &g->id);
+  if (st == KESTREL_OK) {
+    *out = std::move(g);
+    return std::nullopt;
+  }
+  delete ref;  // on_done never comes for a refused request
+  switch (st) {
+    case KESTREL_ERR_CONTEXT_FULL: {
+      ApiError e = library_error(400, req.chat ? "messages" : "prompt");
+      e.code = "context_length_exceeded";
+      return e;
+    }
+    case KESTREL_ERR_CANCELLED: return status_error(503, "The server is shutting down");
+    case KESTREL_ERR_INVALID_ARGUMENT:
+    case KESTREL_ERR_OUT_OF_RANGE: return library_error(400, "");
+    default:
+      std::fprintf(stderr, "kestrel serve: submit failed: %s: %s\n", kestrel_status_name(st), kestrel_last_error());
+      return status_error(st == KESTREL_ERR_OUT_OF_MEMORY ? 503 : 500,
+                          st == KESTREL_ERR_OUT_OF_MEMORY ? "The server is out of memory; try again later" : "internal error");
+  }
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,42 @@
+// One generation request between the engine and the HTTP side of `kestrel serve`: building it
+// (chat template, tokenize, submit) and the output the engine's callbacks leave for the reply.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kestrel.h"
+#include "server/openai_api.h"
+#include "server/openai_request.h"
+
+namespace kestrel::server {
+
+// Filled by the engine's worker thread, drained by the HTTP worker. The engine's callbacks hold
+// a reference until on_done, so it outlives the request whatever the HTTP side does.
+struct Generation {
+  kestrel_engine* engine = nullptr;
+  uint64_t id = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> pieces;  // text not taken yet
+  bool done = false;
+  kestrel_request_result result{};
+  std::atomic<bool> client_gone{false};  // the next token callback cancels
+
+  // The client went away: stop generating (on_done still comes).
+  void cancel();
+  void wait_done();
+  bool is_done();
+};
+
+// Renders the chat template (chat) or takes the prompt, tokenizes it and submits it to the
+// engine. On success *out is running; every refusal is an ApiError (400, 503 when shutting down).
+std::optional<ApiError> start_generation(const kestrel_model* model, kestrel_engine* engine, const GenRequest& req,
+                                         std::shared_ptr<Generation>* out);
+
+}  // namespace kestrel::server

@@ -1,0 +1,116 @@
+#include "server/generation_reply.h"
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+
+namespace kestrel::server {
+namespace {
+
+void log_failure(const Generation& g) {
+  std::fprintf(stderr, "kestrel serve: request %llu failed in the engine: %s\n",
+               static_cast<unsigned long long>(g.id), kestrel_status_name(g.result.status));
+}
+
+// Owned by the stream callback: if the callback is dropped without running to its end (the
+// server stopped, the head could not be sent), the request is cancelled instead of generating
+// for no one.
+struct StreamState {
+  std::shared_ptr<Generation> g;
+  ReplyMeta meta;
+  bool include_usage = false;
+  std::shared_ptr<void> keep;
+  ~StreamState() {
+    if (!g->is_done()) g->cancel();
+  }
+};
+
+// The SSE events of one reply. Returns when the reply is complete or the client is gone.
+void stream_events(StreamState& s, http::StreamWriter& w) {
+  Generation& g = *s.g;
+  const ReplyMeta& m = s.meta;
+  auto send = [&](const std::string& data) {
+    if (g.client_gone || !w.write(data)) {
+      g.cancel();  // the next token callback stops the request too
+      return false;
+    }
+    return true;
+  };
+  if (m.chat && !send(sse_role(m))) return;
+  Utf8Holder utf8;
+  for (;;) {
+    std::deque<std::string> got;
+    bool done;
+    {
+      std::unique_lock<std::mutex> lock(g.mu);
+      g.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return g.done || !g.pieces.empty(); });
+      got.swap(g.pieces);
+      done = g.done;
+    }
+    for (const auto& p : got) {
+      const std::string text = utf8.push(p);
+      if (!text.empty() && !send(sse_text(m, text))) return;
+    }
+    if (done) break;
+    if (!w.alive()) {  // nothing generated for a while: notice a client that hung up
+      g.cancel();
+      return;
+    }
+  }
+  const std::string tail = utf8.finish();
+  if (!tail.empty() && !send(sse_text(m, tail))) return;
+  if (g.result.finish == KESTREL_FINISH_ERROR) {
+    log_failure(g);
+    send(sse_error(status_error(500, "generation failed")));
+    return;
+  }
+  if (!send(sse_finish(m, g.result.finish))) return;
+  if (s.include_usage && !send(sse_usage(m, g.result))) return;
+  send(std::string(kSseDone));
+}
+
+}  // namespace
+
+void reply_whole(Generation& g, const ReplyMeta& meta, http::Response& res) {
+  g.wait_done();
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (const auto& p : g.pieces) text += p;
+  }
+  if (g.result.finish == KESTREL_FINISH_ERROR) {
+    log_failure(g);
+    res.status = 500;
+    res.body = error_text(status_error(500, "generation failed"));
+    return;
+  }
+  res.status = 200;
+  res.body = completion_text(meta, text, g.result);
+}
+
+void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, bool include_usage,
+                    std::shared_ptr<void> keep, http::Response& res) {
+  auto state = std::make_shared<StreamState>();
+  state->g = std::move(g);
+  state->meta = meta;
+  state->include_usage = include_usage;
+  state->keep = std::move(keep);
+  res.status = 200;
+  res.content_type = "text/event-stream";
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.stream = [state](http::StreamWriter& w) {
+    try {
+      stream_events(*state, w);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kestrel serve: internal error in a stream: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "kestrel serve: internal error in a stream\n");
+    }
+    // The request ends in the engine before the stream does (a drain waits for it).
+    Generation& g = *state->g;
+    if (!g.is_done()) g.cancel();
+    g.wait_done();
+  };
+}
+
+}  // namespace kestrel::server

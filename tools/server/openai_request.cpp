@@ -1,0 +1,350 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <random>
+
+namespace kestrel::server {
+namespace {
+
+constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxStopBytes = 1024;  // each stop string is matched against held-back text per token
+constexpr size_t kMaxEchoBytes = 200;   // of a client string quoted in an error message
+
+ApiError bad(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+std::string quote(const std::string& key) { return "'" + key + "'"; }
+
+// The member `key`, or null when absent (OpenAI treats null as "not given").
+const json& member(const json& obj, const char* key) {
+  static const json kNull;
+  const auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string range_text(double lo, double hi) {
+  auto fmt = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  return "[" + fmt(lo) + ", " + fmt(hi) + "]";
+}
+
+// A number field in [lo, hi], if present.
+std::optional<ApiError> number(const json& b, const char* key, double lo, double hi, float* out) {
+  const json& v = member(b, key);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number()) return bad(key, quote(key) + " must be a number");
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) return bad(key, quote(key) + " must be in " + range_text(lo, hi));
+  *out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+// An integer field in [lo, hi], if present: JSON integers, or numbers with an integral value
+// (1e3, 10.0). Unsigned values beyond int64 are out of range, not wrapped.
+std::optional<ApiError> integer(const json& b, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  const json& v = member(b, key);
+  if (v.is_null()) return std::nullopt;
+  const std::string range = quote(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return bad(key, range);
+    x = static_cast<int64_t>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || d < -9.2e18 || d > 9.2e18) return bad(key, range);
+    x = static_cast<int64_t>(d);
+  } else {
+    return bad(key, range);
+  }
+  if (x < lo || x > hi) return bad(key, range);
+  *out = x;
+  return std::nullopt;
+}
+
+std::optional<ApiError> boolean(const json& b, const char* key, bool* out) {
+  const json& v = member(b, key);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return bad(key, quote(key) + " must be a boolean");
+  *out = v.get<bool>();
+  return std::nullopt;
+}
+
+// OpenAI fields this server does not implement: accepted only when absent, null or at the value
+// that turns them off, otherwise refused by name (never silently ignored).
+std::optional<ApiError> refuse_unsupported(const json& b) {
+  struct Field {
+    const char* key;
+    std::vector<json> off;
+    const char* what;
+  };
+  static const std::vector<Field> kFields = {
+      {"tools", {json::array()}, "tool calling"},
+      {"functions", {json::array()}, "function calling"},
+      {"tool_choice", {"none", "auto"}, "tool calling"},
+      {"function_call", {"none", "auto"}, "function calling"},
+      {"response_format", {json{{"type", "text"}}}, "structured output (only {\"type\": \"text\"})"},
+      {"logprobs", {false, 0}, "log probabilities"},
+      {"top_logprobs", {0}, "log probabilities"},
+      {"echo", {false}, "echoing the prompt"},
+      {"suffix", {""}, "insertion (suffix)"},
+      {"best_of", {1}, "best_of (only 1)"},
+      {"modalities", {json::array({"text"})}, "output modalities other than text"},
+      {"audio", {}, "audio output"},
+      {"prediction", {}, "predicted outputs"},
+  };
+  for (const Field& f : kFields) {
+    const json& v = member(b, f.key);
+    if (v.is_null()) continue;
+    bool off = false;
+    for (const json& o : f.off) off = off || v == o;
+    if (!off) return bad(f.key, quote(f.key) + " is not supported by this server (" + f.what + ")");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stop(const json& s, std::vector<std::string>* out) {
+  if (s.is_null()) return std::nullopt;
+  const char* shape = "'stop' must be a string or an array of at most 16 strings";
+  std::vector<const json*> items;
+  if (s.is_string()) {
+    items.push_back(&s);
+  } else if (s.is_array() && s.size() <= kMaxStops) {
+    for (const json& x : s) items.push_back(&x);
+  } else {
+    return bad("stop", shape);
+  }
+  for (const json* x : items) {
+    if (!x->is_string()) return bad("stop", shape);
+    const std::string& text = x->get_ref<const std::string&>();
+    if (text.size() > kMaxStopBytes)
+      return bad("stop", "'stop' strings must be at most " + std::to_string(kMaxStopBytes) + " bytes");
+    if (text.find('\0') != std::string::npos) return bad("stop", "'stop' strings must not contain NUL");
+    if (!text.empty()) out->push_back(text);  // an empty stop string stops nothing
+  }
+  return std::nullopt;
+}
+
+// Token id keys ("123") -> bias in [-100, 100]; -100 bans the token. Banning every token leaves
+// nothing to sample, so that is refused here rather than failing inside the engine.
+std::optional<ApiError> parse_logit_bias(const json& lb, int32_t n_vocab, GenParams* p) {
+  if (lb.is_null()) return std::nullopt;
+  if (!lb.is_object()) return bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  std::vector<bool> banned(static_cast<size_t>(std::max(n_vocab, 0)), false);
+  size_t n_banned = 0;
+  for (const auto& [k, val] : lb.items()) {
+    int64_t id = k.empty() || k.size() > 10 ? -1 : 0;
+    for (char c : k) id = (id < 0 || c < '0' || c > '9') ? -1 : id * 10 + (c - '0');
+    if (id < 0 || id >= n_vocab) {
+      const std::string shown = k.size() > kMaxEchoBytes ? k.substr(0, kMaxEchoBytes) + "..." : k;
+      return bad("logit_bias", "'logit_bias' key '" + shown + "' is not a token id in [0, " + std::to_string(n_vocab) + ")");
+    }
+    if (!val.is_number() || !std::isfinite(val.get<double>()) || val.get<double>() < -100 || val.get<double>() > 100)
+      return bad("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+    const double v = val.get<double>();
+    p->bias_tokens.push_back(static_cast<kestrel_token>(id));
+    p->bias_values.push_back(v <= -100 ? -INFINITY : static_cast<float>(v));
+    if (v <= -100 && !banned[static_cast<size_t>(id)]) {
+      banned[static_cast<size_t>(id)] = true;
+      ++n_banned;
+    }
+  }
+  if (n_vocab > 0 && n_banned == static_cast<size_t>(n_vocab))
+    return bad("logit_bias", "'logit_bias' bans every token (-100 for all " + std::to_string(n_vocab) +
+                                 "): nothing is left to sample");
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_model(const json& b, const std::string& model_id) {
+  const json& m = member(b, "model");
+  if (m.is_null()) return std::nullopt;  // lenient for curl users; OpenAI clients always send it
+  if (!m.is_string()) return bad("model", "'model' must be a string");
+  const std::string& name = m.get_ref<const std::string&>();
+  if (name == model_id) return std::nullopt;
+  const std::string shown = name.size() > kMaxEchoBytes ? name.substr(0, kMaxEchoBytes) + "..." : name;
+  ApiError e = bad("model", "The model '" + shown + "' does not exist (this server serves '" + model_id + "')");
+  e.http = 404;
+  e.code = "model_not_found";
+  return e;
+}
+
+// A content part array -> its text. Only text parts are supported; others are refused by type.
+std::optional<ApiError> flatten_parts(const json& parts, const std::string& where, std::string* text) {
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const json& part = parts[j];
+    const std::string at = where + "[" + std::to_string(j) + "]";
+    if (!part.is_object()) return bad(at, at + " must be an object with a 'type'");
+    const json& type = member(part, "type");
+    if (!type.is_string()) return bad(at + ".type", at + ".type must be a string");
+    const std::string& t = type.get_ref<const std::string&>();
+    if (t != "text") {
+      const std::string shown = t.size() > kMaxEchoBytes ? t.substr(0, kMaxEchoBytes) + "..." : t;
+      return bad(at + ".type", at + ": content parts of type '" + shown + "' are not supported (only 'text')");
+    }
+    const json& v = member(part, "text");
+    if (!v.is_string()) return bad(at + ".text", at + ".text must be a string");
+    *text += v.get_ref<const std::string&>();
+  }
+  return std::nullopt;
+}
+
+ApiError internal_error(const char* what, const std::exception& x) {
+  std::fprintf(stderr, "kestrel serve: internal error parsing %s: %s\n", what, x.what());
+  return status_error(500, "internal error");
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_gen_params(const json& b, int32_t n_vocab, GenParams* out) {
+  GenParams p;
+  kestrel_sampler_options_init(&p.sampling);
+  // OpenAI's defaults: temperature 1, nucleus off; no top-k / min-p unless asked.
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_p = 1.0f;
+  p.sampling.top_k = 0;
+  p.sampling.min_p = 0.0f;
+  p.sampling.seed = std::random_device{}();
+  std::optional<ApiError> e;
+  if ((e = refuse_unsupported(b))) return e;
+  if ((e = number(b, "temperature", 0, 2, &p.sampling.temperature))) return e;
+  if ((e = number(b, "top_p", 0, 1, &p.sampling.top_p))) return e;
+  if ((e = number(b, "min_p", 0, 1, &p.sampling.min_p))) return e;
+  if ((e = number(b, "presence_penalty", -2, 2, &p.sampling.presence_penalty))) return e;
+  if ((e = number(b, "frequency_penalty", -2, 2, &p.sampling.frequency_penalty))) return e;
+  if ((e = number(b, "repeat_penalty", 0.01, 10, &p.sampling.repeat_penalty))) return e;
+  std::optional<int64_t> v;
+  if ((e = integer(b, "top_k", 0, 1 << 20, &v))) return e;
+  if (v) p.sampling.top_k = static_cast<int32_t>(*v);
+  // seed: any 64-bit integer, signed or unsigned.
+  const json& seed = member(b, "seed");
+  if (seed.is_number_unsigned()) {
+    p.sampling.seed = seed.get<uint64_t>();
+  } else if (!seed.is_null()) {
+    v.reset();
+    if ((e = integer(b, "seed", INT64_MIN, INT64_MAX, &v))) return e;
+    p.sampling.seed = static_cast<uint64_t>(*v);
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the newer name wins
+    v.reset();
+    if ((e = integer(b, key, 1, 1 << 20, &v))) return e;
+    if (v) p.max_tokens = static_cast<int32_t>(*v);
+  }
+  v.reset();
+  if ((e = integer(b, "n", 1, 1, &v))) return bad("n", "only n = 1 is supported");
+  if ((e = boolean(b, "stream", &p.stream))) return e;
+  const json& so = member(b, "stream_options");
+  if (!so.is_null()) {
+    if (!so.is_object()) return bad("stream_options", "'stream_options' must be an object");
+    if ((e = boolean(so, "include_usage", &p.include_usage)))
+      return bad("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+  }
+  if ((e = parse_stop(member(b, "stop"), &p.stop))) return e;
+  if ((e = parse_logit_bias(member(b, "logit_bias"), n_vocab, &p))) return e;
+  *out = std::move(p);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& b, const JsonLimits& limits, std::string* messages_json) {
+  const json& m = member(b, "messages");
+  if (m.is_null()) return bad("messages", "'messages' is required");
+  if (!m.is_array() || m.empty()) return bad("messages", "'messages' must be a non-empty array");
+  if (m.size() > limits.max_messages)
+    return bad("messages", "'messages' has " + std::to_string(m.size()) + " entries, more than the server's limit of " +
+                               std::to_string(limits.max_messages) + " (--max-messages)");
+  json out = json::array();
+  for (size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object() || !member(msg, "role").is_string())
+      return bad(where, where + " must be an object with a string 'role'");
+    json o = msg;  // bounded: parse_json_body limited the nesting depth
+    const json& content = member(msg, "content");
+    if (content.is_array()) {
+      std::string text;
+      if (auto e = flatten_parts(content, where + ".content", &text)) return e;
+      o["content"] = std::move(text);
+    } else if (!content.is_string() && !content.is_null()) {
+      return bad(where + ".content", where + ".content must be a string or an array of content parts");
+    }
+    out.push_back(std::move(o));
+  }
+  *messages_json = json_text(out);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_generation_request(std::string_view body, bool chat, const RequestEnv& env,
+                                                 GenRequest* out) {
+  try {
+    json b;
+    if (auto e = parse_json_body(body, env.limits, &b)) return e;
+    if (auto e = check_model(b, env.model_id)) return e;
+    GenRequest r;
+    r.chat = chat;
+    if (auto e = parse_gen_params(b, env.n_vocab, &r.params)) return e;
+    if (chat) {
+      if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
+    } else {
+      const json& p = member(b, "prompt");
+      const bool one = p.is_array() && p.size() == 1 && p[0].is_string();  // ["text"] is "text"
+      if (!p.is_string() && !one)
+        return bad("prompt", "'prompt' must be a string (arrays of prompts and token-id prompts are not supported)");
+      r.prompt = one ? p[0].get<std::string>() : p.get<std::string>();
+    }
+    *out = std::move(r);
+    return std::nullopt;
+  } catch (const std::exception& x) {  // a bug above (a type we did not check): still a clean reply
+    return internal_error("a generation request", x);
+  }
+}
+
+std::optional<ApiError> parse_tokenize_request(std::string_view body, const RequestEnv& env, TokenizeRequest* out) {
+  try {
+    json b;
+    if (auto e = parse_json_body(body, env.limits, &b)) return e;
+    TokenizeRequest r;
+    const json& c = member(b, "content");
+    if (!c.is_string()) return bad("content", "'content' must be a string");
+    r.content = c.get<std::string>();
+    if (auto e = boolean(b, "add_special", &r.add_special)) return e;
+    if (auto e = boolean(b, "parse_special", &r.parse_special)) return e;
+    *out = std::move(r);
+    return std::nullopt;
+  } catch (const std::exception& x) {
+    return internal_error("a /tokenize request", x);
+  }
+}
+
+std::optional<ApiError> parse_detokenize_request(std::string_view body, const RequestEnv& env,
+                                                 DetokenizeRequest* out) {
+  try {
+    json b;
+    if (auto e = parse_json_body(body, env.limits, &b)) return e;
+    const json& t = member(b, "tokens");
+    if (!t.is_array()) return bad("tokens", "'tokens' must be an array of token ids");
+    DetokenizeRequest r;
+    r.tokens.reserve(t.size());
+    for (const json& x : t) {
+      const bool ok = (x.is_number_unsigned() && x.get<uint64_t>() < static_cast<uint64_t>(std::max(env.n_vocab, 0))) ||
+                      (x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < env.n_vocab);
+      if (!ok) return bad("tokens", "'tokens' must hold token ids in [0, " + std::to_string(env.n_vocab) + ")");
+      r.tokens.push_back(static_cast<kestrel_token>(x.get<int64_t>()));
+    }
+    *out = std::move(r);
+    return std::nullopt;
+  } catch (const std::exception& x) {
+    return internal_error("a /detokenize request", x);
+  }
+}
+
+}  // namespace kestrel::server

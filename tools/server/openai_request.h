@@ -1,0 +1,61 @@
+// The requests of `kestrel serve`, parsed from the raw body into plain structs with no model and
+// no engine involved (so the fuzzer and the unit tests call exactly what the server calls):
+// /v1/chat/completions, /v1/completions, /tokenize, /detokenize. Every wrong type, value or
+// unsupported feature is an ApiError (400, naming the field); nothing here throws.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kestrel.h"
+#include "server/openai_api.h"
+
+namespace kestrel::server {
+
+// What a request is checked against.
+struct RequestEnv {
+  JsonLimits limits;
+  int32_t n_vocab = 0;   // bounds logit_bias and /detokenize ids
+  std::string model_id;  // the only 'model' accepted (when a request names one)
+};
+
+struct GenParams {
+  int32_t max_tokens = 256;
+  kestrel_sampler_options sampling{};
+  std::vector<kestrel_token> bias_tokens;
+  std::vector<float> bias_values;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct GenRequest {
+  bool chat = false;
+  std::string messages_json;  // chat: the array kestrel_chat_format reads (content parts flattened)
+  std::string prompt;         // completions
+  GenParams params;
+};
+
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+};
+
+struct DetokenizeRequest {
+  std::vector<kestrel_token> tokens;
+};
+
+std::optional<ApiError> parse_generation_request(std::string_view body, bool chat, const RequestEnv& env,
+                                                 GenRequest* out);
+std::optional<ApiError> parse_tokenize_request(std::string_view body, const RequestEnv& env, TokenizeRequest* out);
+std::optional<ApiError> parse_detokenize_request(std::string_view body, const RequestEnv& env,
+                                                 DetokenizeRequest* out);
+
+// The pieces of parse_generation_request, for tests.
+std::optional<ApiError> parse_gen_params(const json& body, int32_t n_vocab, GenParams* out);
+std::optional<ApiError> parse_messages(const json& body, const JsonLimits& limits, std::string* messages_json);
+
+}  // namespace kestrel::server
