@@ -3,13 +3,20 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace kestrel::cpu {
 
 bool has_avx2_fma() {
 #if defined(__x86_64__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    // F16C from CPUID leaf 1 (ECX): clang does not know "f16c" in __builtin_cpu_supports.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  }();
   return yes;
 #else
   return false;

@@ -101,4 +101,6 @@ echo
 echo "| target | executions | cov | ft | result |"
 echo "|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+n_failed=$(printf '%s\n' "${rows[@]}" | grep -c -v '| ok |$' || true)
+echo "fuzz: $(( ${#targets[@]} - n_failed )) passed, $n_failed failed"
 exit "$failed"
