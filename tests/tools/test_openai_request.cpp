@@ -208,12 +208,18 @@ TEST_CASE("every field's wrong types and values are a 400 naming it") {
   CHECK(wrong_model->message.size() < 400);  // a long name is not echoed whole
 }
 
-TEST_CASE("null, absent, off values and unknown fields are accepted") {
+TEST_CASE("null, absent, off values and caller tags are accepted; unknown fields are refused by name") {
   GenRequest r;
+  const auto unknown = chat(chat_with(R"("model":"m","some_future_field":[1,{"x":2}])"), &r);
+  REQUIRE(unknown.has_value());
+  CHECK(unknown->http == 400);
+  CHECK(unknown->param == "some_future_field");
+  CHECK(unknown->message.find("'some_future_field'") != std::string::npos);
+  REQUIRE(chat(chat_with(R"("store":true)"), &r).has_value());  // storing replies: not implemented
   REQUIRE_FALSE(chat(chat_with(R"("model":"m","temperature":null,"max_tokens":10.0,"seed":18446744073709551615,)"
                                R"("stop":["","x"],"stream":true,"stream_options":{"include_usage":true},)"
                                R"("tools":[],"tool_choice":"auto","response_format":{"type":"text"},"logprobs":false,)"
-                               R"("user":"u","metadata":{"a":"b"},"some_future_field":[1,{"x":2}])"),
+                               R"("user":"u","metadata":{"a":"b"},"store":false)"),
                      &r)
                     .has_value());
   CHECK(r.params.max_tokens == 10);

@@ -21,6 +21,8 @@ ApiError bad(const std::string& param, const std::string& message) {
 }
 
 std::string quote(const std::string& key) { return "'" + key + "'"; }
+// A client string quoted in an error message: cut short (json_text replaces invalid UTF-8).
+std::string echoed(const std::string& s) { return s.size() > kMaxEchoBytes ? s.substr(0, kMaxEchoBytes) + "..." : s; }
 
 // The member `key`, or null when absent (OpenAI treats null as "not given").
 const json& member(const json& obj, const char* key) {
@@ -103,6 +105,7 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
       {"modalities", {json::array({"text"})}, "output modalities other than text"},
       {"audio", {}, "audio output"},
       {"prediction", {}, "predicted outputs"},
+      {"store", {false}, "storing replies"},
   };
   for (const Field& f : kFields) {
     const json& v = member(b, f.key);
@@ -110,6 +113,17 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
     bool off = false;
     for (const json& o : f.off) off = off || v == o;
     if (!off) return bad(f.key, quote(f.key) + " is not supported by this server (" + f.what + ")");
+  }
+  // Every other field must be one this server reads, or a caller tag that changes nothing by
+  // definition ('user', 'metadata'): anything else is refused by name rather than ignored.
+  static const std::vector<std::string> kRead = {
+      "model", "messages", "prompt", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
+      "repeat_penalty", "top_k", "seed", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options",
+      "stop", "logit_bias", "user", "metadata"};
+  for (const auto& [key, value] : b.items()) {
+    bool known = std::find(kRead.begin(), kRead.end(), key) != kRead.end();
+    for (const Field& f : kFields) known = known || key == f.key;
+    if (!known) return bad(echoed(key), quote(echoed(key)) + " is not a field this server implements");
   }
   return std::nullopt;
 }
@@ -147,7 +161,7 @@ std::optional<ApiError> parse_logit_bias(const json& lb, int32_t n_vocab, GenPar
     int64_t id = k.empty() || k.size() > 10 ? -1 : 0;
     for (char c : k) id = (id < 0 || c < '0' || c > '9') ? -1 : id * 10 + (c - '0');
     if (id < 0 || id >= n_vocab) {
-      const std::string shown = k.size() > kMaxEchoBytes ? k.substr(0, kMaxEchoBytes) + "..." : k;
+      const std::string shown = echoed(k);
       return bad("logit_bias", "'logit_bias' key '" + shown + "' is not a token id in [0, " + std::to_string(n_vocab) + ")");
     }
     if (!val.is_number() || !std::isfinite(val.get<double>()) || val.get<double>() < -100 || val.get<double>() > 100)
@@ -172,7 +186,7 @@ std::optional<ApiError> check_model(const json& b, const std::string& model_id) 
   if (!m.is_string()) return bad("model", "'model' must be a string");
   const std::string& name = m.get_ref<const std::string&>();
   if (name == model_id) return std::nullopt;
-  const std::string shown = name.size() > kMaxEchoBytes ? name.substr(0, kMaxEchoBytes) + "..." : name;
+  const std::string shown = echoed(name);
   ApiError e = bad("model", "The model '" + shown + "' does not exist (this server serves '" + model_id + "')");
   e.http = 404;
   e.code = "model_not_found";
@@ -189,7 +203,7 @@ std::optional<ApiError> flatten_parts(const json& parts, const std::string& wher
     if (!type.is_string()) return bad(at + ".type", at + ".type must be a string");
     const std::string& t = type.get_ref<const std::string&>();
     if (t != "text") {
-      const std::string shown = t.size() > kMaxEchoBytes ? t.substr(0, kMaxEchoBytes) + "..." : t;
+      const std::string shown = echoed(t);
       return bad(at + ".type", at + ": content parts of type '" + shown + "' are not supported (only 'text')");
     }
     const json& v = member(part, "text");
