@@ -1,11 +1,19 @@
-// The Backend interface: a narrow vtable that executes whole ranges of a graph, so a device
-// backend can capture and fuse. A node a backend does not support runs on the CPU backend.
+// The backend interface, in two lifetimes. A Device lives as long as a model: it owns the memory
+// the backend's kernels read (the placed weights) and moves bytes between the host and itself. An
+// Executor lives as long as a context: it runs whole ranges of a graph (so a device backend can
+// capture and fuse) with its own threads or streams. Several contexts of one model share the
+// model's Device, and so one copy of the placed weights.
+//
+// What runtime/ may include from backends/: this file only (tools/dev/check_layers.py).
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/status.h"
+#include "gguf/gguf.h"
 #include "tensor/graph.h"
 
 namespace kestrel {
@@ -13,33 +21,65 @@ namespace kestrel {
 struct BackendInfo {
   std::string name;    // "cpu", "ref", "cuda"
   std::string device;  // human-readable device description
-  bool host_memory = true;  // tensors live in host memory (mmap'd weights usable as they are)
+  bool host_memory = true;  // its memory is host memory (the KV cache is checked against RAM)
 };
 
-class Backend {
+// What Device::place_weights did (`kestrel info`'s memory.weights_bytes_placed / _regrouped).
+struct PlacedWeights {
+  uint64_t placed_bytes = 0;     // copied into memory the device owns
+  uint64_t regrouped_bytes = 0;  // of those, in a layout private to the backend (Tensor::layout)
+};
+
+class Executor;
+
+// Model lifetime; shared by every context of the model, so its functions are thread-safe.
+class Device {
  public:
-  virtual ~Backend() = default;
+  virtual ~Device() = default;
   virtual const BackendInfo& info() const = 0;
-  virtual void* alloc(size_t bytes) = 0;  // nullptr on failure
+
+  // Memory. A device error is KESTREL_ERR_BACKEND (or OUT_OF_MEMORY) with the device's own text.
+  virtual Expected<void*> alloc(size_t bytes) = 0;
   virtual void release(void* ptr) = 0;
-  // True when tensors in this host range can be used in place (zero-copy mmap).
-  virtual bool wrap_host(const void* ptr, size_t bytes) { return info().host_memory; }
-  virtual void write(void* dst, const void* src, size_t bytes) = 0;  // host -> backend
-  virtual void read(void* dst, const void* src, size_t bytes) = 0;   // backend -> host
+  virtual Status write(void* dst, const void* src, size_t bytes) = 0;  // host -> device
+  virtual Status read(void* dst, const void* src, size_t bytes) = 0;   // device -> host
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;   // device -> device
+
+  // Puts the weights where this backend's kernels want them: for each tensor of f named in
+  // `tensors` (entries point into f's data), may copy it into device memory, regroup it (setting
+  // Tensor::layout) and repoint the entry. Tensors in `gather_only` are only read a row at a time
+  // (GET_ROWS of an untied embedding). Called once, at model load; the memory lives as long as
+  // the device.
+  virtual Status place_weights(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors,
+                               const std::unordered_set<std::string>& gather_only) = 0;
+  virtual PlacedWeights placed() const { return {}; }
+
+  // True when this backend has a kernel for the node (its op, types and layouts). Contexts check
+  // every node of a graph when they are made and refuse naming the first that is not. There is
+  // no per-node fallback to another backend yet: that needs tensors to record which memory they
+  // live in.
   virtual bool supports(const Node& node) const = 0;
-  // Executes nodes [begin, end) of g in order.
-  virtual Status run(Graph& g, size_t begin, size_t end) = 0;
-  virtual void sync() {}
   // Names of the kernels this backend has (for `kestrel info` and tests).
   virtual std::vector<std::string> kernels() const = 0;
+
+  // A context's executor; n_threads is the CPU's worker count (ignored by device backends).
+  virtual Expected<std::unique_ptr<Executor>> create_executor(int n_threads) = 0;
+};
+
+// Context lifetime; one thread at a time.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual Device& device() = 0;
+  // Executes nodes [begin, end) of g in order (the graph's tensors in the device's memory).
+  virtual Status run(Graph& g, size_t begin, size_t end) = 0;
+  // Waits for the work run() queued (a no-op for host backends).
+  virtual Status sync() { return Status::Ok(); }
 };
 
 // backends/registry.cpp: "auto" picks the best available; "cpu"; "ref" (the scalar oracle);
 // "cuda" (when compiled and a device exists).
-Expected<std::unique_ptr<Backend>> create_backend(const std::string& name, int n_threads);
+Expected<std::unique_ptr<Device>> create_device(const std::string& name);
 std::vector<std::string> compiled_backends();
-
-std::unique_ptr<Backend> make_ref_backend();
-std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 
 }  // namespace kestrel

@@ -1,5 +1,5 @@
-// What every backend whose tensors live in host memory shares (the reference and CPU backends):
-// aligned allocations, plain copies, and a kernel for every op.
+// What every backend whose memory is the host's shares (the reference and CPU backends): aligned
+// allocations, plain copies, and a kernel for every op.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -8,17 +8,27 @@
 
 namespace kestrel {
 
-class HostBackend : public Backend {
+class HostDevice : public Device {
  public:
-  void* alloc(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  Expected<void*> alloc(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) return Error(KESTREL_ERR_OUT_OF_MEMORY, info().name + ": cannot allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
   void release(void* p) override { std::free(p); }
-  void write(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void read(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  bool supports(const Node&) const override { return true; }
+  Status write(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
+  Status read(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
+  Status copy(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
   std::vector<std::string> kernels() const override {
     std::vector<std::string> k;
     for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
     return k;
+  }
+
+ private:
+  static Status host_copy(void* dst, const void* src, size_t n) {
+    if (n) std::memmove(dst, src, n);
+    return Status::Ok();
   }
 };
 

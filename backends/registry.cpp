@@ -10,6 +10,10 @@
 #endif
 
 namespace kestrel {
+
+std::unique_ptr<Device> make_ref_device();  // backends/ref/backend_ref.cpp
+std::unique_ptr<Device> make_cpu_device();  // backends/cpu/backend_cpu.cpp
+
 namespace {
 
 #ifdef KESTREL_WITH_CUDA
@@ -43,14 +47,14 @@ std::vector<std::string> compiled_backends() {
   return v;
 }
 
-Expected<std::unique_ptr<Backend>> create_backend(const std::string& name, int n_threads) {
-  if (name == "cpu") return make_cpu_backend(n_threads);
-  if (name == "ref") return make_ref_backend();
+Expected<std::unique_ptr<Device>> create_device(const std::string& name) {
+  if (name == "cpu") return make_cpu_device();
+  if (name == "ref") return make_ref_device();
   if (name == "auto" || name.empty()) {
 #ifdef KESTREL_WITH_CUDA
     cuda_usable();
 #endif
-    return make_cpu_backend(n_threads);
+    return make_cpu_device();
   }
   if (name == "cuda") {
 #ifdef KESTREL_WITH_CUDA

@@ -1,21 +1,22 @@
-// The CPU backend: a thread pool, row-parallel ops, SIMD matmul (dispatched once per CPU).
+// The CPU backend: the device places the weights (weights_cpu.h: huge pages, rows regrouped for
+// the SIMD kernels); each context's executor has its own thread pool and runs row-parallel ops,
+// the SIMD matmuls (dispatched once per CPU) and attention.
 #include "backends/host_backend.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/moe.h"
+#include "backends/cpu/repacked.h"
 #include "backends/cpu/simd.h"
+#include "backends/cpu/weights_cpu.h"
 #include "backends/ref/ops_ref.h"
 #include "core/thread_pool.h"
 
 namespace kestrel {
 namespace {
 
-class CpuBackend final : public HostBackend {
+class CpuExecutor final : public Executor {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : default_thread_count()) {
-    info_.name = "cpu";
-    info_.device = std::to_string(pool_.size()) + " threads" + (cpu::has_avx2_fma() ? ", AVX2+FMA" : ", portable");
-  }
-  const BackendInfo& info() const override { return info_; }
+  CpuExecutor(Device& d, int n_threads) : device_(d), pool_(n_threads > 0 ? n_threads : default_thread_count()) {}
+  Device& device() override { return device_; }
   Status run(Graph& g, size_t begin, size_t end) override {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
@@ -37,6 +38,7 @@ class CpuBackend final : public HostBackend {
 #if defined(__x86_64__)
       if (cpu::has_avx2_fma() && cpu::gated_unary_supported(n)) rows = cpu::gated_unary;
 #endif
+      if (n.op == Op::GET_ROWS && n.src[0]->layout == cpu::kLayoutGrouped8) rows = cpu::get_rows_grouped;
       const int64_t items = ref::parallel_items(n);
       if (items < 4 || pool_.size() == 1) {
         rows(n, 0, items);
@@ -52,12 +54,47 @@ class CpuBackend final : public HostBackend {
   }
 
  private:
-  BackendInfo info_;
+  Device& device_;
   ThreadPool pool_;
+};
+
+class CpuDevice final : public HostDevice {
+ public:
+  CpuDevice() {
+    info_.name = "cpu";
+    info_.device = cpu::has_avx2_fma() ? "AVX2+FMA" : "portable";
+  }
+  const BackendInfo& info() const override { return info_; }
+  Status place_weights(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors,
+                       const std::unordered_set<std::string>& gather_only) override {
+    if (!cpu::regroup_enabled()) return Status::Ok();
+    return cpu::place_weights(f, tensors, gather_only, &arena_);
+  }
+  PlacedWeights placed() const override { return arena_.stats(); }
+  // Every op; a grouped matrix only where its kernels read it (matmul, and gathered rows).
+  bool supports(const Node& n) const override {
+    for (int i = 0; i < Node::kMaxSrc; ++i) {
+      const Tensor* t = n.src[i];
+      if (!t || t->layout == 0) continue;
+      if (t->layout != cpu::kLayoutGrouped8 || i != 0 || (n.op != Op::MATMUL && n.op != Op::GET_ROWS)) return false;
+    }
+    return true;
+  }
+  Expected<std::unique_ptr<Executor>> create_executor(int n_threads) override {
+    try {
+      return std::unique_ptr<Executor>(new CpuExecutor(*this, n_threads));
+    } catch (const std::system_error& e) {  // a worker thread could not start (core/thread_pool.h)
+      return Error(KESTREL_ERR_BACKEND, std::string("cpu: ") + e.what());
+    }
+  }
+
+ private:
+  BackendInfo info_;
+  cpu::PlacedArena arena_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
 
 }  // namespace kestrel

@@ -1,14 +1,15 @@
-// The reference backend: every op through the scalar kernels, one thread. Used as the oracle by
-// the op harness and the synthetic-model tests.
+// The reference backend: every op through the scalar kernels, one thread, weights read where the
+// file maps them. Used as the oracle by the op harness and the synthetic-model tests.
 #include "backends/host_backend.h"
 #include "backends/ref/ops_ref.h"
 
 namespace kestrel {
 namespace {
 
-class RefBackend final : public HostBackend {
+class RefExecutor final : public Executor {
  public:
-  const BackendInfo& info() const override { return info_; }
+  explicit RefExecutor(Device& d) : device_(d) {}
+  Device& device() override { return device_; }
   Status run(Graph& g, size_t begin, size_t end) override {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
@@ -20,11 +21,31 @@ class RefBackend final : public HostBackend {
   }
 
  private:
+  Device& device_;
+};
+
+class RefDevice final : public HostDevice {
+ public:
+  const BackendInfo& info() const override { return info_; }
+  Status place_weights(gguf::File&, std::unordered_map<std::string, Tensor>&,
+                       const std::unordered_set<std::string>&) override {
+    return Status::Ok();  // the file's bytes, as mapped
+  }
+  bool supports(const Node& n) const override {
+    for (const Tensor* t : n.src)  // the scalar kernels read the file layouts only
+      if (t && t->layout != 0) return false;
+    return true;
+  }
+  Expected<std::unique_ptr<Executor>> create_executor(int) override {
+    return std::unique_ptr<Executor>(new RefExecutor(*this));
+  }
+
+ private:
   BackendInfo info_{"ref", "scalar reference (single thread)", true};
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_ref_backend() { return std::make_unique<RefBackend>(); }
+std::unique_ptr<Device> make_ref_device() { return std::make_unique<RefDevice>(); }
 
 }  // namespace kestrel

@@ -56,9 +56,10 @@ RouterTieLog& router_tie_log() {
 void router(const Node& n, int64_t t0, int64_t t1) {
   const Tensor *logits = n.src[0], *bias = n.src[1], *ids = n.src[2];
   const int64_t E = logits->ne[0];
-  const int32_t gating = n.ip[0], k = n.ip[1], n_groups = n.ip[2], keep = n.ip[3];
-  const bool normalise = n.ip[4] != 0;
-  const float scale = n.fp[0];
+  const RouterParams& rp = n.param<RouterParams>();
+  const int32_t gating = rp.gating, k = rp.n_used, n_groups = rp.n_groups, keep = rp.n_groups_used;
+  const bool normalise = rp.normalize;
+  const float scale = rp.weights_scale;
   std::vector<float> p(E), sel(E);
   for (int64_t t = t0; t < t1; ++t) {
     const float* x = logits->f32(t);
@@ -151,7 +152,7 @@ void moe_sum(const Node& n, int64_t t0, int64_t t1) {
 }
 
 void swiglu_oai(const Node& n, int64_t r0, int64_t r1) {
-  const float alpha = n.fp[0], limit = n.fp[1];
+  const float alpha = n.param<SwigluOaiParams>().alpha, limit = n.param<SwigluOaiParams>().limit;
   const int64_t K = n.src[0]->ne[0];
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = row_of(n.src[0], r);

@@ -1,5 +1,5 @@
 #include "backends/ref/ops_ref.h"
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 
 #include <cmath>
 #include <cstring>
@@ -25,15 +25,6 @@ void get_rows(const Node& n, int64_t i0, int64_t i1) {
   const Tensor* table = n.src[0];
   const int32_t* ids = static_cast<const int32_t*>(n.src[1]->data);
   const int64_t K = table->ne[0];
-  if (is_grouped(table->type)) {  // a row of one of the CPU backend's repacked layouts
-    std::vector<uint8_t> row(table->row_bytes());
-    const ToFloatFn to_float = dtype_info(plain_type(table->type)).to_float;
-    for (int64_t i = i0; i < i1; ++i) {
-      grouped_row(table->type, static_cast<const uint8_t*>(table->data), K, ids[i], row.data());
-      to_float(row.data(), n.dst->f32(i), K);
-    }
-    return;
-  }
   const ToFloatFn to_float = dtype_info(table->type).to_float;
   for (int64_t i = i0; i < i1; ++i) to_float(table->row(ids[i]), n.dst->f32(i), K);
 }
@@ -44,7 +35,7 @@ void rms_norm(const Node& n, int64_t i0, int64_t i1) {
     const float* x = row_of(n.src[0], r);
     double ss = 0;
     for (int64_t k = 0; k < K; ++k) ss += static_cast<double>(x[k]) * x[k];
-    const float scale = 1.0f / std::sqrt(static_cast<float>(ss / K) + n.fp[0]);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(ss / K) + n.param<NormParams>().eps);
     float* y = row_of(n.dst, r);
     for (int64_t k = 0; k < K; ++k) y[k] = x[k] * scale;
   }
@@ -69,15 +60,15 @@ void softmax(const Node& n, int64_t i0, int64_t i1) {
     const float* x = row_of(n.src[0], r);
     float* y = row_of(n.dst, r);
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t k = 0; k < K; ++k) mx = std::max(mx, x[k] * n.fp[0]);
+    for (int64_t k = 0; k < K; ++k) mx = std::max(mx, x[k] * n.param<SoftmaxParams>().scale);
     double sum = 0;
-    for (int64_t k = 0; k < K; ++k) sum += (y[k] = std::exp(x[k] * n.fp[0] - mx));
+    for (int64_t k = 0; k < K; ++k) sum += (y[k] = std::exp(x[k] * n.param<SoftmaxParams>().scale - mx));
     for (int64_t k = 0; k < K; ++k) y[k] = static_cast<float>(y[k] / sum);
   }
 }
 
 void rope(const Node& n, int64_t i0, int64_t i1) {
-  const RopeParams p = rope_params_load(n.ip, n.fp);
+  const RopeParams& p = n.param<RopeParams>();
   const int32_t* pos = static_cast<const int32_t*>(n.src[1]->data);
   const float* ff = n.src[2] ? static_cast<const float*>(n.src[2]->data) : nullptr;
   const int64_t n_head = n.src[0]->ne[1];
@@ -86,7 +77,7 @@ void rope(const Node& n, int64_t i0, int64_t i1) {
 }
 
 void kv_store(const Node& n, int64_t i0, int64_t i1) {
-  const int32_t* slots = static_cast<const int32_t*>(n.aux);
+  const int32_t* slots = static_cast<const int32_t*>(n.src[2]->data);
   const Tensor* cache = n.src[0];
   const int64_t R = n.src[1]->ne[0];
   for (int64_t t = i0; t < i1; ++t) {
@@ -110,12 +101,13 @@ float cache_value(const Tensor* c, int64_t cell, int64_t k) {
 // One (token, head) item: scores over visible cells, softmax (with optional sink), weighted V.
 void attention(const Node& n, int64_t i0, int64_t i1) {
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2], *sinks = n.src[3];
-  const AttentionBatch& b = *static_cast<const AttentionBatch*>(n.aux);
+  const AttentionBatch b = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data));
   const int64_t hd_k = q->ne[0], n_head = q->ne[1], hd_v = n.dst->ne[0];
   const int64_t n_kv_head = kc->ne[0] / hd_k;
   const int64_t group = n_head / n_kv_head;
-  const float scale = n.fp[0], softcap = n.fp[1];
-  const int32_t window = n.ip[0];
+  const AttentionParams& ap = n.param<AttentionParams>();
+  const float scale = ap.scale, softcap = ap.softcap;
+  const int32_t window = ap.window;
   const bool f16_kv = kc->type == DType::F16;
   std::vector<float> qr(hd_k), scores(static_cast<size_t>(b.max_cells));
   std::vector<double> acc(hd_v);

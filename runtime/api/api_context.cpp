@@ -49,7 +49,7 @@ void kestrel_context_free(kestrel_context* ctx) { delete ctx; }
 uint32_t kestrel_context_n_ctx(const kestrel_context* ctx) { return ctx ? static_cast<uint32_t>(ctx->ctx->n_ctx()) : 0; }
 
 const char* kestrel_context_backend(const kestrel_context* ctx) {
-  return ctx ? ctx->ctx->backend().info().name.c_str() : "";
+  return ctx ? ctx->ctx->device().info().name.c_str() : "";
 }
 
 kestrel_status kestrel_context_set_profiling(kestrel_context* ctx, bool on) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <system_error>
 
 #include "core/limits.h"
 #include "model/builder.h"
@@ -14,9 +13,8 @@ namespace {
 
 // The KV cache's bytes (64-bit, saturating) against the memory of a host backend: a context that
 // cannot fit is refused before anything is allocated, naming where n_ctx came from.
-Status check_kv_memory(const Backend& backend, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name) {
-  const std::string& name = backend.info().name;
-  if (name != "cpu" && name != "ref") return Status::Ok();  // device memory: its allocator says
+Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name) {
+  if (!device.info().host_memory) return Status::Ok();  // device memory: its allocator says
   const uint64_t per_token = layout.bytes_per_token(2);    // F16 cells
   const uint64_t need = limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
                                         limits::mul_sat(8, static_cast<uint64_t>(n_ctx)));  // positions, tokens
@@ -44,31 +42,55 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   KS_RETURN_IF_ERROR(limits::check_context("context", {c->opts_.n_ctx, c->opts_.n_batch, c->opts_.n_seq_max}));
   const int threads = opts.n_threads > 0 ? opts.n_threads : model.options().n_threads;
   KS_RETURN_IF_ERROR(limits::check_threads("context: n_threads", threads));
-  Expected<std::unique_ptr<Backend>> backend = Error(KESTREL_ERR_INTERNAL, "context: no backend");
-  try {
-    backend = create_backend(model.options().backend, threads);
-  } catch (const std::system_error& e) {  // a worker thread could not start (core/thread_pool.h)
-    return Error(KESTREL_ERR_BACKEND, std::string("context: ") + e.what());
-  }
-  if (!backend.ok()) return backend.status();
-  c->backend_ = std::move(backend.value());
   const KvLayout layout = model.kv_layout();
-  KS_RETURN_IF_ERROR(check_kv_memory(*c->backend_, layout, c->opts_.n_ctx, n_ctx_name));
+  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name));
+  auto executor = model.device().create_executor(threads);
+  if (!executor.ok()) return Error(executor.status().code(), "context: " + executor.status().message());
+  c->executor_ = std::move(executor.value());
   KvCache::Options ko;
   ko.n_cells = c->opts_.n_ctx;
   ko.n_seq_max = c->opts_.n_seq_max;
   ko.k_rows = layout.k_rows;
   ko.v_rows = layout.v_rows;
   ko.v_in_k = layout.v_in_k;
-  auto kv = KvCache::create(ko, *c->backend_);
+  auto kv = KvCache::create(ko, model.device());
   if (!kv.ok()) return kv.status();
   c->kv_ = std::move(kv.value());
+  KS_RETURN_IF_ERROR(c->check_supported());
   return c;
 }
 
 Context::~Context() {
-  if (arena_) backend_->release(arena_);
+  if (arena_) device().release(arena_);
   kv_.reset();
+}
+
+// A two-token step (one logits row, so the output selection is in it too) built and not run:
+// every node must have a kernel on the device, or the context is refused naming the first.
+Status Context::check_supported() {
+  const int32_t toks[2] = {0, 0}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1}, out_row = 1;
+  std::vector<int32_t> attn;
+  kv_->pack_attention_batch(pos, seq, &attn);
+  ForwardBatch fb;
+  fb.n_tokens = kv_->n_cells() >= 2 ? 2 : 1;
+  fb.tokens = std::span<const int32_t>(toks, fb.n_tokens);
+  fb.positions = std::span<const int32_t>(pos, fb.n_tokens);
+  fb.slots = std::span<const int32_t>(slots, fb.n_tokens);
+  fb.attn = attn;
+  fb.output_rows = std::span<const int32_t>(&out_row, 1);
+  if (fb.n_tokens == 1) fb.output_rows = std::span<const int32_t>(slots, 1);
+  Graph g;
+  Builder b(g, model_, *kv_, fb);
+  model_.arch().forward(b);
+  for (const Node& n : g.nodes()) {
+    if (device().supports(n)) continue;
+    std::string types;
+    for (const Tensor* t : n.src)
+      if (t) types += std::string(types.empty() ? "" : ", ") + dtype_name(t->type) + (t->layout ? " (placed layout)" : "");
+    return Error(KESTREL_ERR_UNSUPPORTED, "context: backend '" + device().info().name + "' has no kernel for " +
+                                              op_name(n.op) + " on " + types + " (" + model_.hparams().arch + ")");
+  }
+  return Status::Ok();
 }
 
 Status Context::decode(const DecodeBatch& in) {
@@ -144,18 +166,18 @@ Status Context::decode(const DecodeBatch& in) {
 Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos,
                          std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out,
                          float* hidden_out) {
-  std::vector<int32_t> slots;
+  std::vector<int32_t> slots, attn;
   KS_RETURN_IF_ERROR(kv_->claim(tokens, pos, seq, &slots));
+  kv_->pack_attention_batch(pos, seq, &attn);
   ForwardBatch fb;
   fb.n_tokens = static_cast<int32_t>(tokens.size());
-  fb.tokens = tokens.data();
-  fb.positions = pos.data();
-  fb.slots = slots.data();
-  fb.attn = kv_->attention_batch(pos, seq);
+  fb.tokens = tokens;
+  fb.positions = pos;
+  fb.slots = slots;
+  fb.attn = attn;
   // Steps without wanted logits still need a valid output row set: compute the last row only.
   const int32_t last = fb.n_tokens - 1;
-  fb.n_outputs = out_rows.empty() ? 1 : static_cast<int32_t>(out_rows.size());
-  fb.output_rows = out_rows.empty() ? &last : out_rows.data();
+  fb.output_rows = out_rows.empty() ? std::span<const int32_t>(&last, 1) : out_rows;
   fb.capture_hidden = hidden_out != nullptr;
 
   Graph g;
@@ -163,18 +185,24 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   Tensor* logits = model_.arch().forward(b);
   const size_t need = g.plan();
   if (need > arena_size_) {
-    if (arena_) backend_->release(arena_);
-    arena_ = static_cast<uint8_t*>(backend_->alloc(need));
-    arena_size_ = arena_ ? need : 0;
-    if (!arena_) return Error(KESTREL_ERR_OUT_OF_MEMORY, "decode: cannot allocate " + std::to_string(need) + " bytes of scratch");
+    if (arena_) device().release(arena_);
+    arena_ = nullptr, arena_size_ = 0;
+    auto mem = device().alloc(need);
+    if (!mem.ok())
+      return Error(mem.status().code(), "decode: cannot allocate " + std::to_string(need) + " bytes of scratch (" +
+                                            mem.status().message() + ")");
+    arena_ = static_cast<uint8_t*>(mem.value());
+    arena_size_ = need;
   }
   g.bind(arena_);
-  KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*backend_, g) : backend_->run(g, 0, g.nodes().size()));
-  backend_->sync();
+  // Every per-step input in one upload: the graph's leading input region.
+  KS_RETURN_IF_ERROR(device().write(arena_, b.input_image().data(), b.input_image().size()));
+  KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*executor_, g) : executor_->run(g, 0, g.nodes().size()));
+  KS_RETURN_IF_ERROR(executor_->sync());
   if (!out_rows.empty()) {
-    backend_->read(logits_out, logits->data, static_cast<size_t>(out_rows.size()) * logits->ne[0] * sizeof(float));
+    KS_RETURN_IF_ERROR(device().read(logits_out, logits->data, out_rows.size() * logits->ne[0] * sizeof(float)));
     if (hidden_out && b.hidden())
-      backend_->read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float));
+      KS_RETURN_IF_ERROR(device().read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float)));
   }
   return Status::Ok();
 }

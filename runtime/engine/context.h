@@ -39,7 +39,8 @@ class Context {
   KvCache& kv() { return *kv_; }
   const KvCache& kv() const { return *kv_; }
   int32_t n_ctx() const { return kv_->n_cells(); }
-  Backend& backend() { return *backend_; }
+  Device& device() const { return model_.device(); }
+  Executor& executor() { return *executor_; }
 
   // Runs the batch (split into steps of at most n_batch tokens), appending to the KV cache.
   // Validates every token id, sequence id and position first; on error nothing is cached.
@@ -57,9 +58,10 @@ class Context {
   Status run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
                   std::span<const int32_t> out_rows, float* logits_out, float* hidden_out);
   Expected<int32_t> output_row(int32_t i, const char* what) const;  // batch row -> logits/hidden row
+  Status check_supported();  // the device runs every node of a step's graph
   const Model& model_;
   ContextOptions opts_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Executor> executor_;
   std::unique_ptr<KvCache> kv_;
   uint8_t* arena_ = nullptr;
   size_t arena_size_ = 0;

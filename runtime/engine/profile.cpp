@@ -15,7 +15,7 @@ std::string lower(const char* s) {
 }
 
 // What a node reads from memory that is not an activation (weights, the KV cache) and its FLOPs.
-void cost(Backend& backend, const Node& n, double* bytes, double* flops) {
+void cost(Device& device, const Node& n, double* bytes, double* flops) {
   *bytes = 0;
   *flops = 0;
   const Tensor* d = n.dst;
@@ -27,7 +27,7 @@ void cost(Backend& backend, const Node& n, double* bytes, double* flops) {
       std::vector<int32_t> host(static_cast<size_t>(ids->ne[0] * ids->ne[1]));
       std::vector<char> seen(static_cast<size_t>(w->ne[2]), 0);
       for (int64_t t = 0; t < ids->ne[1]; ++t)
-        backend.read(host.data() + t * ids->ne[0], ids->row(t), sizeof(int32_t) * static_cast<size_t>(ids->ne[0]));
+        (void)device.read(host.data() + t * ids->ne[0], ids->row(t), sizeof(int32_t) * static_cast<size_t>(ids->ne[0]));
       distinct = 0;
       for (int32_t e : host)
         if (e >= 0 && e < w->ne[2] && !seen[static_cast<size_t>(e)]) seen[static_cast<size_t>(e)] = 1, ++distinct;
@@ -39,8 +39,11 @@ void cost(Backend& backend, const Node& n, double* bytes, double* flops) {
     const Tensor *w = n.src[0], *x = n.src[1];
     *bytes = static_cast<double>(w->nb[1]) * static_cast<double>(w->ne[1]);
     *flops = 2.0 * static_cast<double>(w->ne[0]) * static_cast<double>(w->ne[1]) * static_cast<double>(x->ne[1]);
-  } else if (n.op == Op::ATTENTION && n.aux) {
-    const auto* ab = static_cast<const AttentionBatch*>(n.aux);
+  } else if (n.op == Op::ATTENTION && n.src[4]) {
+    std::vector<int32_t> packed(static_cast<size_t>(n.src[4]->ne[0]));  // the batch, wherever it lives
+    if (!device.read(packed.data(), n.src[4]->data, packed.size() * sizeof(int32_t)).ok()) return;
+    const AttentionBatch batch = AttentionBatch::view(packed.data());
+    const AttentionBatch* ab = &batch;
     const Tensor *q = n.src[0], *k = n.src[1], *v = n.src[2];
     double cells = 0;  // cells read per token, averaged over the batch
     for (int32_t t = 0; t < ab->n_tokens; ++t) cells += ab->n_cells_of(t);
@@ -56,20 +59,20 @@ void cost(Backend& backend, const Node& n, double* bytes, double* flops) {
 
 }  // namespace
 
-Status Profiler::run(Backend& backend, Graph& g) {
+Status Profiler::run(Executor& executor, Graph& g) {
   using Clock = std::chrono::steady_clock;
   const size_t n = g.nodes().size();
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes()[i];
     const auto t0 = Clock::now();
-    KS_RETURN_IF_ERROR(backend.run(g, i, i + 1));
-    backend.sync();
+    KS_RETURN_IF_ERROR(executor.run(g, i, i + 1));
+    KS_RETURN_IF_ERROR(executor.sync());
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::string key = lower(op_name(node.op));
     if (node.op == Op::MATMUL || node.op == Op::MATMUL_ID) key += std::string(" ") + dtype_name(node.src[0]->type);
     OpProfile& p = ops_[key];
     double bytes, flops;
-    cost(backend, node, &bytes, &flops);
+    cost(executor.device(), node, &bytes, &flops);
     p.calls += 1;
     p.seconds += s;
     p.bytes += bytes;

@@ -19,8 +19,8 @@ struct OpProfile {
 
 class Profiler {
  public:
-  // Runs nodes [0, n) of g on `backend`, one at a time, adding to the totals.
-  Status run(Backend& backend, Graph& g);
+  // Runs nodes [0, n) of g on `executor`, one at a time, adding to the totals.
+  Status run(Executor& executor, Graph& g);
   void reset() { ops_.clear(); }
   // JSON array of {"op", "calls", "seconds", "bytes", "flops"}, slowest first.
   std::string json() const;

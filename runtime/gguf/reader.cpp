@@ -328,7 +328,7 @@ Status Parser::parse_tensor_info(TensorInfo* t, uint64_t index) {
   uint32_t type_id = 0;
   KS_RETURN_IF_ERROR(read(&type_id, ctx, "type"));
   const DTypeInfo* ti = dtype_info(type_id);
-  if (!ti || !dtype_in_files(ti->type)) {
+  if (!ti) {
     if (const char* lacked = ggml_type_we_lack(type_id))
       return fail(KESTREL_ERR_UNSUPPORTED, ctx + ": type " + lacked + " (id " +
                                                to_string(type_id) + ") is not supported");

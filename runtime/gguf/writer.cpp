@@ -91,7 +91,7 @@ Status Writer::add_tensor(const std::string& name, DType type, const std::vector
   for (const PendingTensor& t : tensors_)
     if (t.name == name) return bad("added twice");
   const DTypeInfo* ti = dtype_info(static_cast<uint32_t>(type));
-  if (!ti || !dtype_in_files(type)) return bad("unknown type id " + std::to_string(static_cast<uint32_t>(type)));
+  if (!ti) return bad("unknown type id " + std::to_string(static_cast<uint32_t>(type)));
   if (ne.empty() || ne.size() > 4) return bad(std::to_string(ne.size()) + " dims, not 1..4");
   for (int64_t e : ne)
     if (e < 0) return bad("negative dimension in shape " + shape_str(ne));

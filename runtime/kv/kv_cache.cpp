@@ -7,7 +7,7 @@
 
 namespace kestrel {
 
-Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& backend) {
+Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Device& device) {
   if (o.n_cells <= 0 || o.n_cells > limits::kMaxCtx)  // the cap also keeps the block arithmetic in int32
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: n_ctx = " + std::to_string(o.n_cells) + " is outside [1, " +
                                                    std::to_string(limits::kMaxCtx) + "]");
@@ -16,7 +16,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
                  "KV cache: n_seq_max must be in [1, " + std::to_string(kMaxSeq) + "]");
   if (o.block_size < 0) return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: block size must be >= 0");
   std::unique_ptr<KvCache> c(new KvCache());
-  c->backend_ = &backend;
+  c->device_ = &device;
   c->n_seq_max_ = o.n_seq_max;
   // Blocks of 16 cells, fewer when the cache is small: each sequence needs a block of its own.
   int32_t bs = o.block_size;
@@ -38,9 +38,11 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
       return Error(KESTREL_ERR_OUT_OF_MEMORY, "KV cache: a layer of " + std::to_string(rows) + " values per cell x " +
                                                   std::to_string(n_cells) + " cells is too large");
     Tensor t = make_tensor(o.type, rows, n_cells);
-    t.data = backend.alloc(t.n_bytes());
-    if (!t.data)
-      return Error(KESTREL_ERR_OUT_OF_MEMORY, "KV cache: cannot allocate " + std::to_string(t.n_bytes()) + " bytes");
+    auto mem = device.alloc(t.n_bytes());
+    if (!mem.ok())
+      return Error(mem.status().code(), "KV cache: cannot allocate " + std::to_string(t.n_bytes()) + " bytes (" +
+                                            mem.status().message() + ")");
+    t.data = mem.value();
     c->buffers_.push_back(t.data);
     c->bytes_ += t.n_bytes();
     out.push_back(t);
@@ -66,7 +68,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Backend& ba
 }
 
 KvCache::~KvCache() {
-  for (void* p : buffers_) backend_->release(p);
+  for (void* p : buffers_) device_->release(p);
 }
 
 int32_t KvCache::n_used() const {
@@ -123,13 +125,11 @@ Status KvCache::can_claim(std::span<const int32_t> seq) const {
 }
 
 void KvCache::copy_cells(int32_t from, int32_t to, int32_t n) {
-  std::vector<uint8_t> tmp;
   auto copy_rows = [&](const Tensor& t) {
     const size_t row = t.nb[1], bytes = row * static_cast<size_t>(n);
-    tmp.resize(bytes);
     uint8_t* base = static_cast<uint8_t*>(t.data);
-    backend_->read(tmp.data(), base + row * static_cast<size_t>(from), bytes);
-    backend_->write(base + row * static_cast<size_t>(to), tmp.data(), bytes);
+    Status st = device_->copy(base + row * static_cast<size_t>(to), base + row * static_cast<size_t>(from), bytes);
+    if (!st.ok() && device_error_.ok()) device_error_ = Error(st.code(), "KV cache: block copy: " + st.message());
   };
   for (size_t l = 0; l < k_.size(); ++l) {
     copy_rows(k_[l]);
@@ -212,27 +212,33 @@ Status KvCache::claim(std::span<const int32_t> tokens, std::span<const int32_t> 
     slots->push_back(slot);
     if (fill == B) maybe_publish(s);
   }
-  return Status::Ok();
+  return device_error_;
 }
 
-AttentionBatch KvCache::attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq) const {
-  table_begin_.assign(static_cast<size_t>(n_seq_max_) + 1, 0);
-  flat_tables_.clear();
+void KvCache::pack_attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq,
+                                   std::vector<int32_t>* out) const {
+  const int32_t T = static_cast<int32_t>(pos.size()), n_cells = this->n_cells();
+  size_t entries = 0;
+  for (const auto& tb : tables_) entries += tb.size();
+  out->assign(static_cast<size_t>(AttentionBatch::packed_size(T, n_seq_max_, n_cells, static_cast<int64_t>(entries))), 0);
+  int32_t* p = out->data();
+  p[0] = T, p[1] = n_seq_max_, p[2] = n_cells, p[3] = block_size_, p[5] = static_cast<int32_t>(entries);
+  int32_t* at = p + AttentionBatch::kHeader;
+  at = std::copy(pos.begin(), pos.end(), at);
+  at = std::copy(seq.begin(), seq.end(), at);
+  at = std::copy(cell_pos_.begin(), cell_pos_.end(), at);
+  int32_t* begin = at;
+  int32_t* tables = begin + n_seq_max_ + 1;
+  begin[0] = 0;
   for (int32_t s = 0; s < n_seq_max_; ++s) {
     const auto& tb = tables_[static_cast<size_t>(s)];
-    flat_tables_.insert(flat_tables_.end(), tb.begin(), tb.end());
-    table_begin_[static_cast<size_t>(s) + 1] = static_cast<int32_t>(flat_tables_.size());
+    tables = std::copy(tb.begin(), tb.end(), tables);
+    begin[s + 1] = begin[s] + static_cast<int32_t>(tb.size());
   }
-  AttentionBatch b;
-  b.n_tokens = static_cast<int32_t>(pos.size());
-  b.token_pos = pos.data();
-  b.token_seq = seq.data();
-  b.cell_pos = cell_pos_.data();
-  b.block_size = block_size_;
-  b.table_begin = table_begin_.data();
-  b.tables = flat_tables_.data();
-  for (int32_t t = 0; t < b.n_tokens; ++t) b.max_cells = std::max(b.max_cells, b.n_cells_of(t));
-  return b;
+  const AttentionBatch b = AttentionBatch::view(p);
+  int32_t max_cells = 0;
+  for (int32_t t = 0; t < T; ++t) max_cells = std::max(max_cells, b.n_cells_of(t));
+  p[4] = max_cells;
 }
 
 int32_t KvCache::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
@@ -311,7 +317,7 @@ Status KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
         if (cell_pos_[static_cast<size_t>(tb.back() * B + j)] >= 0) fill = j + 1;
     fill_[static_cast<size_t>(s)] = fill;
   }
-  return Status::Ok();
+  return device_error_;
 }
 
 Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
@@ -350,7 +356,7 @@ Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     dt.push_back(nb);
     fill_[static_cast<size_t>(dst)] = m;
   }
-  return Status::Ok();
+  return device_error_;
 }
 
 void KvCache::drop_table(int32_t seq) {

@@ -42,7 +42,8 @@ class KvCache {
     int32_t blocks_free = 0;
     int64_t prefix_queries = 0, prefix_hit_tokens = 0, prefix_query_tokens = 0;
   };
-  static Expected<std::unique_ptr<KvCache>> create(const Options& opts, Backend& backend);
+  // The K/V storage lives in the device's memory; block copies stay on the device.
+  static Expected<std::unique_ptr<KvCache>> create(const Options& opts, Device& device);
   ~KvCache();
 
   int32_t n_cells() const { return static_cast<int32_t>(cell_pos_.size()); }
@@ -63,8 +64,10 @@ class KvCache {
   // and fills slots. Fails with CONTEXT_FULL, claiming nothing, when the blocks run out.
   Status claim(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
                std::vector<int32_t>* slots);
-  // The visibility data the ATTENTION op reads (valid until the cache changes).
-  AttentionBatch attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq) const;
+  // The ATTENTION op's view of this batch over the cache, packed (tensor/attention_batch.h):
+  // the graph's attention input for the step.
+  void pack_attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq,
+                            std::vector<int32_t>* out) const;
 
   // Prefix cache: for an empty sequence about to process `tokens` from position 0, attaches the
   // longest run of cached full blocks holding exactly those leading tokens and returns how many
@@ -91,11 +94,14 @@ class KvCache {
   Split split(int32_t seq, size_t i, int32_t p0, int32_t p1) const;
   int32_t new_block();                                  // allocated, its cells empty; -1 if none left
   int32_t copy_block(int32_t b, int32_t n_cells_used);  // a private copy of b; -1 if none left
-  void copy_cells(int32_t from, int32_t to, int32_t n); // K/V rows, positions and tokens
+  // K/V rows (a device copy), positions and tokens. A device error is kept in device_error_ and
+  // returned by the public operation that caused it (the cache is then unusable).
+  void copy_cells(int32_t from, int32_t to, int32_t n);
   void maybe_publish(int32_t seq);
   void drop_table(int32_t seq);
 
-  Backend* backend_ = nullptr;
+  Device* device_ = nullptr;
+  Status device_error_;
   int32_t n_seq_max_ = 1;
   int32_t block_size_ = 16;
   size_t bytes_ = 0;
@@ -107,7 +113,6 @@ class KvCache {
   std::vector<std::vector<int32_t>> tables_;  // per sequence
   std::vector<int32_t> fill_;      // per sequence: cells written in its last block
   int64_t prefix_queries_ = 0, prefix_hit_tokens_ = 0, prefix_query_tokens_ = 0;
-  mutable std::vector<int32_t> flat_tables_, table_begin_;  // attention_batch() scratch
 };
 
 }  // namespace kestrel

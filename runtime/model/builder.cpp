@@ -1,17 +1,20 @@
 #include "model/builder.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace kestrel {
 
 Builder::Builder(Graph& g, const Model& m, const KvCache& kv, const ForwardBatch& fb)
     : g_(g), m_(m), kv_(kv), fb_(fb) {
-  positions_ = input_i32(fb.positions, fb.n_tokens);
-  attn_ = &fb_.attn;
+  positions_ = input_i32(fb.positions);
 }
 
-Tensor* Builder::input_i32(const int32_t* data, int64_t n) {
-  return g_.external(make_tensor(DType::I32, n, 1, 1, 1, const_cast<int32_t*>(data)));
+Tensor* Builder::input_i32(std::span<const int32_t> data) {
+  Tensor* t = g_.input(DType::I32, static_cast<int64_t>(data.size()));
+  inputs_.resize(g_.input_bytes());
+  if (!data.empty()) std::memcpy(inputs_.data() + g_.input_offset(t), data.data(), data.size_bytes());
+  return t;
 }
 
 Tensor* Builder::weight(const Tensor* w) {
@@ -23,7 +26,7 @@ Tensor* Builder::weight(const Tensor* w) {
 }
 
 Tensor* Builder::embed(const Tensor* table) {
-  Tensor* ids = input_i32(fb_.tokens, fb_.n_tokens);
+  Tensor* ids = input_i32(fb_.tokens);
   Tensor* out = g_.intermediate(DType::F32, table->ne[0], fb_.n_tokens);
   g_.add(Op::GET_ROWS, out, weight(table), ids);
   return out;
@@ -31,7 +34,7 @@ Tensor* Builder::embed(const Tensor* table) {
 
 Tensor* Builder::rms_norm(Tensor* x, const Tensor* gain) {
   Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
-  g_.add(Op::RMS_NORM, y, x).fp[0] = hp().rms_eps;
+  g_.add(Op::RMS_NORM, y, x).param<NormParams>().eps = hp().rms_eps;
   if (!gain) return y;
   Tensor* z = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
   g_.add(Op::MUL, z, y, weight(gain));
@@ -55,8 +58,7 @@ Tensor* Builder::add(Tensor* a, Tensor* b) {
 
 Tensor* Builder::rope(Tensor* x, const Tensor* freq_factors, const RopeParams* p) {
   Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
-  Node& n = g_.add(Op::ROPE, y, x, positions_, freq_factors ? weight(freq_factors) : nullptr);
-  rope_params_store(p ? *p : hp().rope, n.ip, n.fp);
+  g_.add(Op::ROPE, y, x, positions_, freq_factors ? weight(freq_factors) : nullptr).params = p ? *p : hp().rope;
   return y;
 }
 
@@ -68,18 +70,19 @@ Tensor* Builder::concat(Tensor* a, Tensor* b) {
 
 void Builder::store_kv(const Tensor& cache, Tensor* x) {
   Tensor* c = g_.external(cache);
-  g_.add(Op::KV_STORE, c, c, x).aux = fb_.slots;
+  if (!slots_) slots_ = input_i32(fb_.slots);
+  g_.add(Op::KV_STORE, c, c, x, slots_);
 }
 
 Tensor* Builder::attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o) {
   Tensor* kc = g_.external(kv_.k(layer));
   Tensor* vc = g_.external(kv_.v(layer));
   Tensor* out = g_.intermediate(DType::F32, hd_v, q->ne[1], fb_.n_tokens);  // [hd_v, n_head, T]
-  Node& n = g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr);
-  n.aux = attn_;
-  n.fp[0] = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0]));
-  n.fp[1] = o.softcap;
-  n.ip[0] = o.window;
+  if (!attn_) attn_ = input_i32(fb_.attn);
+  g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr, attn_).params = AttentionParams{
+      .scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0])),
+      .softcap = o.softcap,
+      .window = o.window};
   return out;
 }
 
@@ -115,9 +118,9 @@ Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, con
 }
 
 Tensor* Builder::select_outputs(Tensor* x) {
-  if (fb_.n_outputs == fb_.n_tokens) return x;  // every row wanted (rows are in batch order)
-  Tensor* ids = input_i32(fb_.output_rows, fb_.n_outputs);
-  Tensor* y = g_.intermediate(DType::F32, x->ne[0], fb_.n_outputs);
+  if (fb_.n_outputs() == fb_.n_tokens) return x;  // every row wanted (rows are in batch order)
+  Tensor* ids = input_i32(fb_.output_rows);
+  Tensor* y = g_.intermediate(DType::F32, x->ne[0], fb_.n_outputs());
   g_.add(Op::GET_ROWS, y, x, ids);
   return y;
 }

@@ -2,6 +2,7 @@
 // Model files describe *what* to compute; nothing here knows a backend or a quantization type.
 #pragma once
 #include <functional>
+#include <span>
 #include <unordered_map>
 
 #include "kv/kv_cache.h"
@@ -10,16 +11,18 @@
 
 namespace kestrel {
 
-// The per-step inputs a forward pass reads (owned by the caller, alive while the graph runs).
+// The per-step inputs of a forward pass, in host memory while the graph is built. The builder
+// copies each into an input tensor of the graph (Graph::input) and its image of the input region
+// (input_image()), which the step uploads with one write: the graph itself points at none of them.
 struct ForwardBatch {
   int32_t n_tokens = 0;
-  const int32_t* tokens = nullptr;     // [n_tokens]
-  const int32_t* positions = nullptr;  // [n_tokens]
-  const int32_t* slots = nullptr;      // [n_tokens] KV cells claimed for the tokens
-  AttentionBatch attn;
-  int32_t n_outputs = 0;
-  const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose logits are wanted
+  std::span<const int32_t> tokens;       // [n_tokens]
+  std::span<const int32_t> positions;    // [n_tokens]
+  std::span<const int32_t> slots;        // [n_tokens] KV cells claimed for the tokens
+  std::span<const int32_t> attn;         // the packed AttentionBatch (KvCache::pack_attention_batch)
+  std::span<const int32_t> output_rows;  // [n_outputs] batch rows whose logits are wanted
   bool capture_hidden = false;           // keep the output rows' final hidden states (hidden())
+  int32_t n_outputs() const { return static_cast<int32_t>(output_rows.size()); }
 };
 
 // Attention options a model file sets per layer. Biases and per-head q/k norms come with the
@@ -89,6 +92,8 @@ class Builder {
   // The input of output_logits, [n_embd, n_outputs], when the batch asked to capture it (the hook
   // EAGLE/MTP-style drafters read); nullptr otherwise.
   Tensor* hidden() const { return hidden_; }
+  // The bytes of the graph's input region (Graph::input_bytes()), as the step must upload them.
+  const std::vector<uint8_t>& input_image() const { return inputs_; }
 
   // The pre-norm residual decoder most models are, from embeddings to logits: per layer
   //   x += self_attention(rms_norm(x, attn_norm)); x += ffn(rms_norm(x, ffn_norm), layer)
@@ -100,7 +105,7 @@ class Builder {
   Tensor* dense_ffn(Tensor* x, const LayerWeights& lw) { return swiglu_ffn(x, lw.ffn_gate, lw.ffn_up, lw.ffn_down); }
 
  private:
-  Tensor* input_i32(const int32_t* data, int64_t n);
+  Tensor* input_i32(std::span<const int32_t> data);  // a graph input holding data
   void store_kv(const Tensor& cache, Tensor* x);  // x [R, T] into the cache cells of the batch
   Tensor* attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o);  // [hd_v, n_head, T]
   Graph& g_;
@@ -108,8 +113,10 @@ class Builder {
   const KvCache& kv_;
   const ForwardBatch& fb_;
   Tensor* positions_ = nullptr;
+  Tensor* slots_ = nullptr;  // inputs made on first use
+  Tensor* attn_ = nullptr;
   Tensor* hidden_ = nullptr;
-  const AttentionBatch* attn_ = nullptr;
+  std::vector<uint8_t> inputs_;
   std::unordered_map<const Tensor*, Tensor*> wrapped_;
 };
 

@@ -28,22 +28,20 @@ Tensor* Builder::moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o)
   Tensor* logits = linear(lw.ffn_gate_inp, x, lw.ffn_gate_inp_b);  // [n_expert, T]
   Tensor* weights = g_.intermediate(DType::F32, k, T);             // [n_used, T]
   Tensor* ids = g_.intermediate(DType::I32, k, T);                 // [n_used, T]
-  Node& r = g_.add(Op::ROUTER, weights, logits, lw.exp_probs_b ? weight(lw.exp_probs_b) : nullptr, ids);
-  r.ip[0] = static_cast<int32_t>(o.gating);
-  r.ip[1] = k;
-  r.ip[2] = o.n_groups;
-  r.ip[3] = o.n_groups_used;
-  r.ip[4] = o.norm_weights ? 1 : 0;
-  r.fp[0] = o.weights_scale;
+  g_.add(Op::ROUTER, weights, logits, lw.exp_probs_b ? weight(lw.exp_probs_b) : nullptr, ids).params =
+      RouterParams{.gating = static_cast<int32_t>(o.gating),
+                   .n_used = k,
+                   .n_groups = o.n_groups,
+                   .n_groups_used = o.n_groups_used,
+                   .normalize = o.norm_weights,
+                   .weights_scale = o.weights_scale};
 
   Tensor* x1 = g_.reshape(x, E, 1, T);                                     // [n_embd, 1, T]
   Tensor* up = linear_id(lw.ffn_up_exps, x1, ids, lw.ffn_up_exps_b);       // [n_ff_exp, n_used, T]
   Tensor* gate = linear_id(lw.ffn_gate_exps, x1, ids, lw.ffn_gate_exps_b); // [n_ff_exp, n_used, T]
   Tensor* act = g_.intermediate(DType::F32, up->ne[0], k, T);
   if (o.activation == ExpertActivation::SWIGLU_OAI) {
-    Node& n = g_.add(Op::SWIGLU_OAI, act, gate, up);
-    n.fp[0] = o.oai_alpha;
-    n.fp[1] = o.oai_limit;
+    g_.add(Op::SWIGLU_OAI, act, gate, up).params = SwigluOaiParams{.alpha = o.oai_alpha, .limit = o.oai_limit};
   } else {
     g_.add(Op::SWIGLU, act, gate, up);
   }

@@ -1,5 +1,4 @@
 #include "model/model.h"
-#include "model/repack.h"
 #include "core/limits.h"
 
 #include <nlohmann/json.hpp>
@@ -94,15 +93,14 @@ Status Model::init() {
     }
   }
   KS_RETURN_IF_ERROR(arch_->bind(*this, weights_));
-  if (!recording_ && repack_applies(opts_.backend)) {
-    // An embedding table the output head does not share is only gathered from: left as it is.
-    std::unordered_set<std::string> skip;
-    if (weights_.tok_embd && weights_.tok_embd != weights_.output) skip.insert(weights_.tok_embd->name);
-    auto r = repack_for_cpu(*file_, tensors_, skip);
-    if (!r.ok()) return r.status();
-    repacked_ = std::move(r.value());
-  }
-  return Status::Ok();
+  if (recording_) return Status::Ok();
+  auto device = create_device(opts_.backend);
+  if (!device.ok()) return device.status();
+  device_ = std::move(device.value());
+  // An embedding table the output head does not share is only gathered from.
+  std::unordered_set<std::string> gather_only;
+  if (weights_.tok_embd && weights_.tok_embd != weights_.output) gather_only.insert(weights_.tok_embd->name);
+  return device_->place_weights(*file_, tensors_, gather_only);
 }
 
 Expected<Model::TensorTable> Model::tensor_table(std::unique_ptr<gguf::File> metadata) {
@@ -221,9 +219,11 @@ std::string Model::describe_json() const {
         {"kv_bytes_per_token_full_kv", kv_full_per_token},
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
         {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab},
-        // The CPU backend's load-time placement (model/repack.h): in huge pages, and regrouped.
-        {"weights_bytes_placed", repacked_ ? repacked_->placed_bytes() : 0},
-        {"weights_bytes_regrouped", repacked_ ? repacked_->regrouped_bytes() : 0}}},
+        // The backend's load-time placement (Device::place_weights): the CPU's huge pages and
+        // regrouped rows, a GPU's upload. One copy, whatever the number of contexts.
+        {"backend", device_ ? device_->info().name : ""},
+        {"weights_bytes_placed", device_ ? device_->placed().placed_bytes : 0},
+        {"weights_bytes_regrouped", device_ ? device_->placed().regrouped_bytes : 0}}},
       {"tensors", tensors},
   };
   // Strings from the file (general.name, paths) may hold invalid UTF-8: replaced, never thrown.

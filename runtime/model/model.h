@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
@@ -14,8 +15,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
-
-class RepackedWeights;  // model/repack.h
 
 // Weights of one transformer block; absent tensors are nullptr. Shared blocks read the fields
 // they need; an architecture's bind() fills the ones it has.
@@ -71,6 +70,9 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelWeights& weights() const { return weights_; }
   const ModelLoadOptions& options() const { return opts_; }
+  // The backend's model-lifetime half: it holds the placed weights every context of the model
+  // shares (not for vocab-only models). Thread-safe.
+  Device& device() const { return *device_; }
 
   // Tensor look-up for bind(): `require` fails with FORMAT naming the tensor when it is missing
   // or its shape differs from ne (entries < 0 are not checked); `optional` returns nullptr when
@@ -102,7 +104,7 @@ class Model {
   ModelWeights weights_;
   ModelLoadOptions opts_;
   mutable std::unordered_map<std::string, Tensor> tensors_;  // mutable: recording mode adds
-  std::unique_ptr<RepackedWeights> repacked_;  // the CPU backend's layouts of some weights, if any
+  std::unique_ptr<Device> device_;  // declared after tensors_: destroyed before them
   uint64_t weight_bytes_ = 0, n_params_ = 0;
   bool recording_ = false;        // tensor_table(): require/optional record instead of look up
   mutable TensorTable recorded_;

@@ -14,7 +14,7 @@
 #include <new>
 #include <numeric>
 
-#include "backends/ref/quants.h"
+#include "tensor/quants/quants.h"
 #include "core/thread_pool.h"
 #include "quantize/tensor_types.h"
 
@@ -26,11 +26,11 @@ namespace {
 FromFloatFn quantizer_for(DType t) {
   if (FromFloatFn f = dtype_info(t).from_float) return f;
   switch (t) {
-    case DType::Q2_K: return ref::quantize_q2_k;
-    case DType::Q3_K: return ref::quantize_q3_k;
-    case DType::Q4_K: return ref::quantize_q4_k;
-    case DType::Q5_K: return ref::quantize_q5_k;
-    case DType::Q6_K: return ref::quantize_q6_k;
+    case DType::Q2_K: return quants::quantize_q2_k;
+    case DType::Q3_K: return quants::quantize_q3_k;
+    case DType::Q4_K: return quants::quantize_q4_k;
+    case DType::Q5_K: return quants::quantize_q5_k;
+    case DType::Q6_K: return quants::quantize_q6_k;
     default: return nullptr;
   }
 }

@@ -3,12 +3,12 @@
 #include <strings.h>
 #include <cstring>
 
-#include "backends/ref/quants.h"
+#include "tensor/quants/quants.h"
 
 namespace kestrel {
 namespace {
 
-using namespace ref;
+using namespace quants;
 constexpr DTypeInfo kTypes[] = {
     // type, name, block, bytes, quantized, to_float, from_float, vec_dot_type
     {DType::F32, "f32", 1, 4, false, dequantize_f32, quantize_f32, DType::F32},
@@ -28,9 +28,6 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q8_K, "q8_K", 256, 292, true, dequantize_q8_k, quantize_q8_k, DType::Q8_K},
     {DType::IQ4_NL, "iq4_nl", 32, 18, true, dequantize_iq4_nl, quantize_iq4_nl, DType::Q8_0},
     {DType::MXFP4, "mxfp4", 32, 17, true, dequantize_mxfp4, quantize_mxfp4, DType::Q8_0},
-    {DType::Q4_0_R8, "q4_0_r8", 32, 18, true, nullptr, nullptr, DType::Q8_0},
-    {DType::Q4_K_R8, "q4_K_r8", 256, 144, true, nullptr, nullptr, DType::Q8_K},
-    {DType::Q8_0_R8, "q8_0_r8", 32, 34, true, nullptr, nullptr, DType::Q8_0},
     {DType::I8, "i8", 1, 1, false, nullptr, nullptr, DType::I8},
     {DType::I16, "i16", 1, 2, false, nullptr, nullptr, DType::I16},
     {DType::I32, "i32", 1, 4, false, nullptr, nullptr, DType::I32},
@@ -53,7 +50,7 @@ const char* dtype_name(DType t) {
 
 bool dtype_from_name(const char* name, DType* out) {
   for (const DTypeInfo& t : kTypes) {
-    if (dtype_in_files(t.type) && strcasecmp(t.name, name) == 0) {
+    if (strcasecmp(t.name, name) == 0) {
       *out = t.type;
       return true;
     }

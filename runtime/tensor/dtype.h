@@ -29,12 +29,12 @@ enum class DType : uint32_t {
   F64 = 28,
   BF16 = 30,
   MXFP4 = 39,
-  // Internal, never in a file: Q4_0, Q4_K and Q8_0 rows regrouped by eight
-  // (backends/ref/repacked.h), the CPU backend's load-time layouts. Their rows are not
-  // contiguous, so they have no to_float.
-  Q4_0_R8 = 1000,
-  Q4_K_R8 = 1001,
-  Q8_0_R8 = 1002,
+  // Ids a backend may give its private arrangements of a type's bytes inside its kernels (the CPU's
+  // regrouped rows: Tensor::layout). Never in a file, not in the type table: a tensor keeps its
+  // file type, and only the backend that placed it maps it to one of these.
+  BACKEND_PRIVATE_0 = 1000,
+  BACKEND_PRIVATE_1 = 1001,
+  BACKEND_PRIVATE_2 = 1002,
 };
 
 // Dequantize n values (n a multiple of block_size) from src to dst.
@@ -60,8 +60,6 @@ struct DTypeInfo {
 const DTypeInfo* dtype_info(uint32_t id);
 inline const DTypeInfo& dtype_info(DType t) { return *dtype_info(static_cast<uint32_t>(t)); }
 const char* dtype_name(DType t);
-// False for the internal layouts a GGUF file may not name (Q4_0_R8, Q4_K_R8, Q8_0_R8).
-inline bool dtype_in_files(DType t) { return t != DType::Q4_0_R8 && t != DType::Q4_K_R8 && t != DType::Q8_0_R8; }
 // Parse "q4_0", "F16", ... (case-insensitive); false if unknown.
 bool dtype_from_name(const char* name, DType* out);
 

@@ -9,37 +9,22 @@ namespace kestrel {
 
 const char* op_name(Op op) {
   static const char* const kNames[] = {
-#define KS_OP(name, doc) #name,
+#define KS_OP(name, params, doc) #name,
 #include "tensor/ops.def"
 #undef KS_OP
   };
   return op < Op::COUNT ? kNames[static_cast<int>(op)] : "?";
 }
 
-void rope_params_store(const RopeParams& p, int32_t* ip, float* fp) {
-  ip[0] = p.n_rot;
-  ip[1] = p.mode;
-  ip[2] = p.n_ctx_orig;
-  fp[0] = p.freq_base;
-  fp[1] = p.freq_scale;
-  fp[2] = p.ext_factor;
-  fp[3] = p.attn_factor;
-  fp[4] = p.beta_fast;
-  fp[5] = p.beta_slow;
-}
-
-RopeParams rope_params_load(const int32_t* ip, const float* fp) {
-  RopeParams p;
-  p.n_rot = ip[0];
-  p.mode = ip[1];
-  p.n_ctx_orig = ip[2];
-  p.freq_base = fp[0];
-  p.freq_scale = fp[1];
-  p.ext_factor = fp[2];
-  p.attn_factor = fp[3];
-  p.beta_fast = fp[4];
-  p.beta_slow = fp[5];
-  return p;
+OpParams default_params(Op op) {
+  switch (op) {
+#define KS_OP(name, params, doc) \
+  case Op::name: return params{};
+#include "tensor/ops.def"
+#undef KS_OP
+    case Op::COUNT: break;
+  }
+  return NoParams{};
 }
 
 Graph::Slot& Graph::slot_of(Tensor* t) { return slots_[index_.at(t)]; }
@@ -49,6 +34,16 @@ Tensor* Graph::external(const Tensor& t) {
   Tensor* p = &tensors_.back();
   index_[p] = slots_.size();
   slots_.push_back(Slot{p});
+  return p;
+}
+
+Tensor* Graph::input(DType type, int64_t ne0, int64_t ne1) {
+  constexpr size_t kAlign = 64;
+  Tensor* p = external(make_tensor(type, ne0, ne1));
+  Slot& s = slots_.back();
+  s.is_input = true;
+  s.offset = input_bytes_;
+  input_bytes_ += (p->n_bytes() + kAlign - 1) / kAlign * kAlign;
   return p;
 }
 
@@ -62,7 +57,7 @@ Tensor* Graph::reshape(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, int64
   Slot s = slot_of(src);
   Tensor* p = external(make_tensor(src->type, ne0, ne1, ne2, ne3, src->data));
   p->name = src->name;
-  if (s.is_intermediate) {
+  if (s.is_intermediate || s.is_input) {
     slots_.back().is_intermediate = true;
     slots_.back().view_of = s.view_of ? s.view_of : src;
     slots_.back().view_offset = s.view_offset;
@@ -77,7 +72,7 @@ Tensor* Graph::columns(Tensor* src, int64_t c0, int64_t n) {
   const size_t off = static_cast<size_t>(c0) * src->nb[1];
   t.data = src->data ? static_cast<uint8_t*>(src->data) + off : nullptr;
   Tensor* p = external(t);
-  if (s.is_intermediate) {
+  if (s.is_intermediate || s.is_input) {
     slots_.back().is_intermediate = true;
     slots_.back().view_of = s.view_of ? s.view_of : src;
     slots_.back().view_offset = s.view_offset + off;
@@ -94,7 +89,7 @@ Tensor* Graph::view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t n
   t.nb[3] = nb2 * static_cast<size_t>(ne2);
   t.data = src->data ? static_cast<uint8_t*>(src->data) + offset : nullptr;
   Tensor* p = external(t);
-  if (s.is_intermediate) {
+  if (s.is_intermediate || s.is_input) {
     slots_.back().is_intermediate = true;
     slots_.back().view_of = s.view_of ? s.view_of : src;
     slots_.back().view_offset = s.view_offset + offset;
@@ -102,9 +97,11 @@ Tensor* Graph::view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t n
   return p;
 }
 
-Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3) {
+Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3, Tensor* s4) {
   Node n;
   n.op = op;
+  n.params = default_params(op);
+  n.src[4] = s4;
   n.dst = dst;
   n.src[0] = s0;
   n.src[1] = s1;
@@ -126,12 +123,13 @@ size_t Graph::plan() {
     if (!t) return nullptr;
     Slot& s = slot_of(t);
     if (!s.is_intermediate) return nullptr;
-    return s.view_of ? &slot_of(s.view_of) : &s;
+    Slot* o = s.view_of ? &slot_of(s.view_of) : &s;
+    return o->is_input ? nullptr : o;  // inputs keep their place for the whole step
   };
   std::unordered_map<Slot*, std::pair<size_t, size_t>> live;  // first, last
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    Tensor* ts[5] = {nodes_[i].dst, nodes_[i].src[0], nodes_[i].src[1], nodes_[i].src[2],
-                     nodes_[i].src[3]};
+    const Node& n = nodes_[i];
+    Tensor* ts[1 + Node::kMaxSrc] = {n.dst, n.src[0], n.src[1], n.src[2], n.src[3], n.src[4]};
     for (Tensor* t : ts) {
       Slot* o = owner(t);
       if (!o) continue;
@@ -146,7 +144,7 @@ size_t Graph::plan() {
     if (!o->output) ends[r.second].push_back(o);
   }
   std::map<size_t, size_t> free_blocks;  // offset -> size
-  size_t top = 0;
+  size_t top = input_bytes_;  // the inputs come first
   auto alloc = [&](size_t size) {
     for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
       if (it->second >= size) {
@@ -185,7 +183,7 @@ size_t Graph::plan() {
 
 void Graph::bind(uint8_t* arena) {
   for (Slot& s : slots_) {
-    if (!s.is_intermediate || s.view_of) continue;
+    if (!(s.is_intermediate || s.is_input) || s.view_of) continue;
     s.t->data = arena + s.offset;
   }
   for (Slot& s : slots_) {

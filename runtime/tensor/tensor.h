@@ -15,6 +15,9 @@ struct Tensor {
   int64_t ne[4] = {1, 1, 1, 1};
   size_t nb[4] = {0, 0, 0, 0};
   void* data = nullptr;
+  // 0: the type's own block layout. Other values name a backend's private arrangement of the same
+  // bytes (the CPU's rows regrouped by eight): only that backend's kernels read such a tensor.
+  uint32_t layout = 0;
   std::string name;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }

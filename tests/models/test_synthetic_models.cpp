@@ -1,6 +1,7 @@
 // Every registered architecture's tiny configurations: a random model built in memory with the
-// GGUF writer (model/synth.h), run on every backend (ref, cpu with 1-4 threads) through a prompt
-// and a few decode steps, logits compared with backends/ref by NMSE. Registering an architecture
+// GGUF writer (model/synth.h), run on every compiled backend (compiled_backends(): the CPU with
+// 1-4 threads, CUDA where a device exists) through a prompt and a few decode steps, logits compared
+// with backends/ref by NMSE. Registering an architecture
 // puts it under this test; nothing here names one.
 #include <doctest/doctest.h>
 
@@ -11,9 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
+#include "backends/cpu/weights_cpu.h"
 #include "engine/context.h"
-#include "model/repack.h"
 #include "model/synth.h"
 
 using namespace kestrel;
@@ -97,9 +98,13 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
         mean /= want.size();
         for (float v : want) var += (v - mean) * (v - mean);
         CHECK(var / want.size() > 1e-3);
-        for (int threads = 1; threads <= 4; ++threads) {
-          const double e = nmse(run_model(bytes, "cpu", threads), want);
-          CHECK_MESSAGE(e < 1e-6, tiny.name << " " << dtype_name(type) << " cpu x" << threads << ": NMSE " << e);
+        for (const std::string& backend : compiled_backends()) {
+          if (backend == "ref" || !create_device(backend).ok()) continue;  // the oracle; no device here
+          for (int threads = 1; threads <= (backend == "cpu" ? 4 : 1); ++threads) {
+            const double e = nmse(run_model(bytes, backend, threads), want);
+            CHECK_MESSAGE(e < 1e-6, tiny.name << " " << dtype_name(type) << " " << backend << " x" << threads
+                                              << ": NMSE " << e);
+          }
         }
         ++configs;
       }
@@ -109,11 +114,11 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   CHECK(configs >= 3 * 7);
 }
 
-// The CPU backend places weights at load (model/repack.h): from a mapped file into huge pages,
+// The CPU backend places weights at load (backends/cpu/weights_cpu.h): from a mapped file into huge pages,
 // Q4_0 and Q4_K regrouped; from memory, regrouped in place. Same logits, bit for bit, as the file's
 // pages and layout, on every architecture.
 TEST_CASE("synthetic models: weights placed and repacked at load give the file layout's bits") {
-  if (!repack_applies("cpu")) {
+  if (!cpu::regroup_enabled()) {
     MESSAGE("no AVX2/FMA (or KESTREL_NO_REPACK set): weights stay where the file has them");
     return;
   }
@@ -133,7 +138,7 @@ TEST_CASE("synthetic models: weights placed and repacked at load give the file l
           auto model = Model::load(path, lo);
           REQUIRE_MESSAGE(model.ok(), model.status().to_string());
           const Tensor* out = model.value()->weights().output;
-          regrouped += out && ref::is_grouped(out->type);
+          regrouped += out && out->layout == cpu::kLayoutGrouped8;
         }
         const std::vector<float> in_memory = run_model(bytes, "cpu", 2), mapped = run_model(bytes, "cpu", 2, path);
         setenv("KESTREL_NO_REPACK", "1", 1);

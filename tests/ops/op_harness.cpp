@@ -1,10 +1,12 @@
 #include "op_harness.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
-#include "backends/ref/quant_blocks.h"
+#include "tensor/quants/quant_blocks.h"
 #include "core/fp16.h"
 
 namespace kestrel::test {
@@ -66,11 +68,70 @@ double compare(const Tensor& got, const Tensor& want, double tol_abs, double tol
   return worst;
 }
 
-void run_graph(Backend& backend, Graph& g) {
+void run_graph(TestBackend& backend, Graph& g) {
   for (Node& n : g.nodes())
     if (n.op != Op::KV_STORE) fill_nan(*n.dst);
   Status st = backend.run(g, 0, g.nodes().size());
   if (!st.ok()) throw std::runtime_error(st.to_string());
+}
+
+namespace {
+
+// The bytes a tensor (or strided view) spans from its data pointer.
+size_t extent(const Tensor& t) {
+  size_t e = t.row_bytes();
+  for (int i = 1; i < 4; ++i) e += static_cast<size_t>(t.ne[i] - 1) * t.nb[i];
+  return e;
+}
+
+void check(const Status& st) {
+  if (!st.ok()) throw std::runtime_error(st.to_string());
+}
+
+}  // namespace
+
+void run_on_device(TestBackend& backend, Graph& g) {
+  Device& dev = *backend.device;
+  // The host ranges the graph reads and writes, merged where they overlap.
+  std::vector<std::pair<uint8_t*, uint8_t*>> ranges;
+  for (const Tensor& t : g.tensors())
+    if (t.data) ranges.emplace_back(static_cast<uint8_t*>(t.data), static_cast<uint8_t*>(t.data) + extent(t));
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint8_t*, uint8_t*>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  std::vector<void*> device_mem;
+  for (const auto& [b, e] : merged) {
+    auto m = dev.alloc(static_cast<size_t>(e - b));
+    check(m.status());
+    device_mem.push_back(m.value());
+    check(dev.write(m.value(), b, static_cast<size_t>(e - b)));
+  }
+  // Every tensor repointed into device memory (host addresses kept to restore).
+  std::vector<void*> host_ptr;
+  for (Tensor& t : g.tensors()) {
+    host_ptr.push_back(t.data);
+    if (!t.data) continue;
+    auto* p = static_cast<uint8_t*>(t.data);
+    auto after = std::upper_bound(merged.begin(), merged.end(), p, [](uint8_t* v, const auto& r) { return v < r.first; });
+    const size_t k = static_cast<size_t>(after - merged.begin()) - 1;
+    t.data = static_cast<uint8_t*>(device_mem[k]) + (p - merged[k].first);
+  }
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::KV_STORE) continue;
+    std::vector<float> nan(extent(*n.dst) / sizeof(float) + 1, std::numeric_limits<float>::quiet_NaN());
+    check(dev.write(n.dst->data, nan.data(), extent(*n.dst)));
+  }
+  check(backend.run(g, 0, g.nodes().size()));
+  check(backend.executor->sync());
+  for (size_t k = 0; k < merged.size(); ++k) {
+    check(dev.read(merged[k].first, device_mem[k], static_cast<size_t>(merged[k].second - merged[k].first)));
+    dev.release(device_mem[k]);
+  }
+  size_t i = 0;
+  for (Tensor& t : g.tensors()) t.data = host_ptr[i++];
 }
 
 }  // namespace kestrel::test

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/test_backend.h"
 #include "tensor/graph.h"
 
 namespace kestrel::test {
@@ -37,7 +38,11 @@ void fill_nan(Tensor& t);
 // Max |a - b| / (tol_abs + tol_rel * |b|) over all elements (<= 1 passes); both F32.
 double compare(const Tensor& got, const Tensor& want, double tol_abs, double tol_rel, std::string* where);
 
-// Runs the single-node graph g on backend (after poisoning dst).
-void run_graph(Backend& backend, Graph& g);
+// Runs g on a host backend in place (after poisoning every node's dst but KV_STORE's).
+void run_graph(TestBackend& backend, Graph& g);
+// Runs g as a device backend sees it, its memory reached only through write/read: every buffer
+// the graph's tensors point into is copied to device memory, every node's dst (but KV_STORE's
+// cache) poisoned there with NaN, the graph run, and the buffers read back into host memory.
+void run_on_device(TestBackend& backend, Graph& g);
 
 }  // namespace kestrel::test

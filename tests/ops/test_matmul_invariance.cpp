@@ -12,7 +12,7 @@
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 #include "op_case.h"
 
 using namespace kestrel;
@@ -129,7 +129,7 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   }
 }
 
-// The CPU backend's load-time layouts (backends/ref/repacked.h): a Q4_0, Q4_K or Q8_0 matrix
+// The CPU backend's load-time layouts (backends/cpu/repacked.h): a Q4_0, Q4_K or Q8_0 matrix
 // regrouped gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS,
 // and the layout gives every row back byte for byte.
 TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MATMUL and GET_ROWS") {
@@ -139,9 +139,9 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
   }
   std::mt19937 rng(33);
   for (DType plain : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
-    const DType grouped = ref::grouped_type(plain);
+    const DType grouped = cpu::grouped_type(plain);
     REQUIRE(grouped != plain);
-    REQUIRE(ref::plain_type(grouped) == plain);
+    REQUIRE(cpu::plain_type(grouped) == plain);
     // The batch sizes where each kernel set hands over to the tiled GEMM (the grouped layouts'
     // AVX-512 kernels serve larger batches than the plain type's).
     std::vector<int64_t> fused;
@@ -156,17 +156,17 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
         CAPTURE(dtype_name(grouped));
         CAPTURE(K);
         CAPTURE(N);
-        REQUIRE(ref::grouped_fits(plain, K, N));
+        REQUIRE(cpu::grouped_fits(plain, K, N));
         Buffers buf;
         Tensor w = buf.tensor(plain, K, N);
         fill_random_weights(w, rng);
         Tensor wr = buf.tensor(plain, K, N);
-        ref::to_grouped(plain, static_cast<const uint8_t*>(w.data), K, N, static_cast<uint8_t*>(wr.data));
-        wr.type = grouped;
+        cpu::to_grouped(plain, static_cast<const uint8_t*>(w.data), K, N, static_cast<uint8_t*>(wr.data));
+        wr.layout = cpu::kLayoutGrouped8;
         std::vector<uint8_t> row(w.row_bytes());
         int rows_differ = 0;
         for (int64_t r = 0; r < N; ++r) {
-          ref::grouped_row(grouped, static_cast<const uint8_t*>(wr.data), K, r, row.data());
+          cpu::grouped_row(grouped, static_cast<const uint8_t*>(wr.data), K, r, row.data());
           rows_differ += std::memcmp(row.data(), w.row(r), row.size()) != 0;
         }
         CHECK(rows_differ == 0);

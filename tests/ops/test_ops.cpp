@@ -40,7 +40,8 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
         Tensor* b = input(c, DType::F32, rng, K, broadcast ? 1 : R);
         Tensor* dst = output(c, K, R);
         Node& n = c.g.add(op, dst, a, op == Op::RMS_NORM || op == Op::SILU || op == Op::SOFTMAX ? nullptr : b);
-        n.fp[0] = op == Op::RMS_NORM ? 1e-5f : 0.7f;
+        if (op == Op::RMS_NORM) n.params = NormParams{.eps = 1e-5f};
+        if (op == Op::SOFTMAX) n.params = SoftmaxParams{.scale = 0.7f};
         check_case(c);
       }
     }
@@ -140,8 +141,7 @@ TEST_CASE("ROPE: normal and neox, partial rotation, frequency factors, YaRN") {
         for (int i = 0; i < p.n_rot / 2; ++i) ff->f32()[i] = 1.0f + std::fabs(ff->f32()[i]) * 30;
       }
       Tensor* dst = output(c, hd, nh, T);
-      Node& n = c.g.add(Op::ROPE, dst, x, pos, ff);
-      rope_params_store(p, n.ip, n.fp);
+      c.g.add(Op::ROPE, dst, x, pos, ff).params = p;
       check_case(c, 1e-5, 1e-4);
     }
   }
@@ -182,26 +182,17 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
           if ((c.u64[i] >> s) & 1u) c.i32d.push_back(i);
         c.i32e.push_back(static_cast<int32_t>(c.i32d.size()));
       }
-      c.attn = AttentionBatch{};
-      c.attn.n_tokens = static_cast<int32_t>(T);
-      c.attn.token_pos = c.i32c.data();
-      c.attn.token_seq = c.i32c.data() + T;
-      c.attn.cell_pos = c.i32b.data();
-      c.attn.table_begin = c.i32e.data();
-      c.attn.tables = c.i32d.data();
-      for (int32_t t = 0; t < T; ++t) c.attn.max_cells = std::max(c.attn.max_cells, c.attn.n_cells_of(t));
+      Tensor* batch = input_i32(c, pack_attention(tok_pos, tok_seq, c.i32b, 1, c.i32e, c.i32d));
+      Tensor* slots = input_i32(c, c.i32a);
       Tensor* k = input(c, DType::F32, rng, hd * nkv, T);
       Tensor* v = input(c, DType::F32, rng, hd * nkv, T);
-      c.g.add(Op::KV_STORE, kct, kct, k).aux = c.i32a.data();
-      c.g.add(Op::KV_STORE, vct, vct, v).aux = c.i32a.data();
+      c.g.add(Op::KV_STORE, kct, kct, k, slots);
+      c.g.add(Op::KV_STORE, vct, vct, v, slots);
       Tensor* q = input(c, DType::F32, rng, hd, nh, T);
       Tensor* sinks = variant % 4 == 2 ? input(c, DType::F32, rng, nh) : nullptr;
       Tensor* dst = output(c, hd, nh, T);
-      Node& n = c.g.add(Op::ATTENTION, dst, q, kct, vct, sinks);
-      n.aux = &c.attn;
-      n.fp[0] = 0.3f;
-      n.fp[1] = variant % 4 == 3 ? 5.0f : 0.0f;
-      n.ip[0] = variant % 4 == 1 ? 3 : 0;
+      c.g.add(Op::ATTENTION, dst, q, kct, vct, sinks, batch).params =
+          AttentionParams{.scale = 0.3f, .softcap = variant % 4 == 3 ? 5.0f : 0.0f, .window = variant % 4 == 1 ? 3 : 0};
       c.outputs.push_back(kct);
       c.outputs.push_back(vct);
       check_case(c, 1e-5, 1e-4);

@@ -31,13 +31,8 @@ std::pair<Tensor*, Tensor*> add_router(Case& c, Tensor* logits, Tensor* bias, in
   const int64_t T = logits->ne[1];
   Tensor* w = output(c, k, T);
   Tensor* ids = ids_output(c, k, T);
-  Node& n = c.g.add(Op::ROUTER, w, logits, bias, ids);
-  n.ip[0] = gating;
-  n.ip[1] = k;
-  n.ip[2] = groups;
-  n.ip[3] = keep;
-  n.ip[4] = norm ? 1 : 0;
-  n.fp[0] = scale;
+  c.g.add(Op::ROUTER, w, logits, bias, ids).params = RouterParams{
+      .gating = gating, .n_used = k, .n_groups = groups, .n_groups_used = keep, .normalize = norm, .weights_scale = scale};
   return {w, ids};
 }
 
@@ -198,9 +193,7 @@ TEST_CASE("MOE_SUM, SWIGLU_OAI, CONCAT of strided views") {
     fill_random(g, rng, 12.0f);  // reaches past the clamp limit 7
     fill_random(u, rng, 12.0f);
     Tensor* dst = output(c, 64, 6);
-    Node& n = c.g.add(Op::SWIGLU_OAI, dst, c.g.external(g), c.g.external(u));
-    n.fp[0] = 1.702f;
-    n.fp[1] = 7.0f;
+    c.g.add(Op::SWIGLU_OAI, dst, c.g.external(g), c.g.external(u)).params = SwigluOaiParams{.alpha = 1.702f, .limit = 7.0f};
     check_case(c);
     auto ref = make_ref_backend();
     run_graph(*ref, c.g);
@@ -238,23 +231,16 @@ TEST_CASE("ATTENTION with V as a view of K equals attention over a separate copy
   std::vector<int32_t> cell_pos(cells), tok_pos = {6, 7, 8}, tok_seq = {0, 0, 0};
   std::vector<int32_t> table(cells), table_begin = {0, static_cast<int32_t>(cells)};  // one block per cell
   for (int64_t c = 0; c < cells; ++c) cell_pos[c] = table[c] = static_cast<int32_t>(c);
-  AttentionBatch ab;
-  ab.n_tokens = static_cast<int32_t>(T);
-  ab.token_pos = tok_pos.data();
-  ab.token_seq = tok_seq.data();
-  ab.cell_pos = cell_pos.data();
-  ab.table_begin = table_begin.data();
-  ab.tables = table.data();
-  ab.max_cells = static_cast<int32_t>(cells);
+  const std::vector<int32_t> packed = pack_attention(tok_pos, tok_seq, cell_pos, 1, table_begin, table);
+  Tensor batch = make_tensor(DType::I32, static_cast<int64_t>(packed.size()), 1, 1, 1, const_cast<int32_t*>(packed.data()));
   Tensor q = buf.tensor(DType::F32, hd_k, nh, T);
   fill_random(q, rng);
   std::vector<float> out[2];
   for (int which = 0; which < 2; ++which) {
     Graph g;
     Tensor* dst = g.external(buf.tensor(DType::F32, hd_v, nh, T));
-    Node& n = g.add(Op::ATTENTION, dst, g.external(q), g.external(kc), g.external(which ? v_copy : v_view));
-    n.aux = &ab;
-    n.fp[0] = 0.2f;
+    g.add(Op::ATTENTION, dst, g.external(q), g.external(kc), g.external(which ? v_copy : v_view), nullptr,
+          g.external(batch)).params = AttentionParams{.scale = 0.2f};
     auto cpu = make_cpu_backend(2);
     run_graph(*cpu, g);
     out[which].assign(dst->f32(), dst->f32() + hd_v * nh * T);

@@ -118,7 +118,7 @@ std::vector<Case> corpus() {
                {"key 'b'", "bool value 2"}});
   c.push_back({"value past EOF", Raw().header(0, 1).str("k").u32(10).u32(0).b, F,
                {"key 'k'", "uint64", "past end of file"}});
-  // 1000 is also Kestrel's internal Q4_0_R8 (tensor/dtype.h), which no file may name.
+  // 1000 was once Kestrel's internal Q4_0_R8 id; no file may name it.
   c.push_back({"unknown tensor type id", one_tensor({8}, 1000, 0, 32), F,
                {"tensor 'w'", "unknown type id 1000"}});
   c.push_back({"GGML type without kernels", one_tensor({256}, 16, 0, 66), U,

@@ -8,11 +8,14 @@
 #include <set>
 
 #include "backends/backend.h"
+#include "common/test_backend.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "tensor/graph.h"
 
 using namespace kestrel;
+using kestrel::test::make_cpu_backend;
+using kestrel::test::make_ref_backend;
 
 TEST_CASE("plan reuses memory of dead intermediates and never overlaps live ones") {
   Graph g;
@@ -87,7 +90,9 @@ TEST_CASE("KV cache: claim, visibility, sequence operations, context full") {
   CHECK(c.n_used() == 5);
   CHECK(c.seq_pos_max(0) == 2);
   CHECK(c.seq_pos_max(1) == 1);
-  AttentionBatch b = c.attention_batch(pos, seq);
+  std::vector<int32_t> packed;
+  c.pack_attention_batch(pos, seq, &packed);
+  AttentionBatch b = AttentionBatch::view(packed.data());
   CHECK(sees(b, 1, slots[0], 0));    // seq 0 pos 1 sees pos 0
   CHECK(!sees(b, 1, slots[2], 0));   // not the future
   CHECK(!sees(b, 1, slots[3], 0));   // not another sequence

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cpu_model.h"
+#include "common/test_backend.h"
 #include "common/testdata.h"
 #include "engine/context.h"
 #include "kv/kv_cache.h"
@@ -14,7 +15,7 @@
 using namespace kestrel;
 
 TEST_CASE("KV cache: V as a view of K stores K only") {
-  auto cpu = make_cpu_backend(1);
+  auto cpu = test::make_cpu_backend(1);
   KvCache::Options o;
   o.n_cells = 16;
   o.k_rows = {288, 288};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/cpu_model.h"
+#include "common/test_backend.h"
 #include "common/testdata.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
@@ -47,7 +48,7 @@ TEST_CASE("block pool: reference counts, publish, LRU eviction") {
 namespace {
 
 struct Paged {
-  std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  std::unique_ptr<test::TestBackend> cpu = test::make_cpu_backend(1);
   std::unique_ptr<KvCache> kv;
   explicit Paged(int32_t n_cells, int32_t n_seq, int32_t block) {
     KvCache::Options o;

@@ -1,4 +1,4 @@
-// Quantization (runtime/quantize, backends/ref/quants_k_quantize.cpp, `kestrel quantize`):
+// Quantization (runtime/quantize, runtime/tensor/quants/quants_k_quantize.cpp, `kestrel quantize`):
 //  (a) the K-quant quantizers against a float reference on random data (error no worse than an
 //      ideal per-sub-block uniform quantizer, requantization stable, zeros stay zeros);
 //  (b) byte-identity with llama.cpp: every quantized tensor of the shipped llama.cpp files,
@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "common/cpu_model.h"
 #include "common/testdata.h"
 #include "engine/context.h"
@@ -206,11 +206,11 @@ TEST_CASE("K-quant quantizers: error against a float reference, requantization, 
     double max_rel_normal;  // relative RMS error bound on normal data (measured x 1.15)
   };
   const Case cases[] = {
-      {DType::Q2_K, ref::quantize_q2_k, 16, 4, false, 0.343},
-      {DType::Q3_K, ref::quantize_q3_k, 16, 8, true, 0.174},
-      {DType::Q4_K, ref::quantize_q4_k, 32, 16, false, 0.0823},
-      {DType::Q5_K, ref::quantize_q5_k, 32, 32, false, 0.0416},
-      {DType::Q6_K, ref::quantize_q6_k, 16, 64, true, 0.0204},
+      {DType::Q2_K, quants::quantize_q2_k, 16, 4, false, 0.343},
+      {DType::Q3_K, quants::quantize_q3_k, 16, 8, true, 0.174},
+      {DType::Q4_K, quants::quantize_q4_k, 32, 16, false, 0.0823},
+      {DType::Q5_K, quants::quantize_q5_k, 32, 32, false, 0.0416},
+      {DType::Q6_K, quants::quantize_q6_k, 16, 64, true, 0.0204},
   };
   const int n = 256 * 64;
   for (const Case& c : cases) {

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "core/fp16.h"
 #include "tensor/dtype.h"
 
@@ -104,7 +104,7 @@ TEST_CASE("fp16: every half value decodes exactly and re-encodes to itself") {
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
   std::vector<float> dec(65536);
-  ref::dequantize_f16(all.data(), dec.data(), 65536);
+  quants::dequantize_f16(all.data(), dec.data(), 65536);
   int bad = 0;
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint16_t hh = static_cast<uint16_t>(h);
@@ -141,7 +141,7 @@ TEST_CASE("fp16: float -> half rounds to nearest even, subnormals, overflow, inf
                   0.0f, -0.0f, 1e-30f, -1e-30f})
     xs.push_back(x);
   std::vector<uint16_t> got(xs.size());
-  ref::quantize_f16(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+  quants::quantize_f16(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
   int bad = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     if (got[i] != half_from_float_ref(xs[i]) && ++bad < 5)
@@ -172,9 +172,9 @@ TEST_CASE("bf16: exact decode, round-to-nearest-even encode over all exponents, 
                   1.0f + 3 * std::ldexp(1.0f, -8)})
     xs.push_back(x);
   std::vector<uint16_t> got(xs.size());
-  ref::quantize_bf16(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+  quants::quantize_bf16(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
   std::vector<float> back(xs.size());
-  ref::dequantize_bf16(got.data(), back.data(), static_cast<int64_t>(xs.size()));
+  quants::dequantize_bf16(got.data(), back.data(), static_cast<int64_t>(xs.size()));
   int bad = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     if (std::isnan(xs[i])) {
@@ -196,9 +196,9 @@ TEST_CASE("bf16: exact decode, round-to-nearest-even encode over all exponents, 
 TEST_CASE("f32 copies through unchanged") {
   const auto x = random_normal(64, 5);
   std::vector<uint8_t> q(64 * 4);
-  ref::quantize_f32(x.data(), q.data(), 64);
+  quants::quantize_f32(x.data(), q.data(), 64);
   std::vector<float> y(64);
-  ref::dequantize_f32(q.data(), y.data(), 64);
+  quants::dequantize_f32(q.data(), y.data(), 64);
   CHECK(std::memcmp(x.data(), y.data(), 64 * 4) == 0);
 }
 
@@ -416,7 +416,7 @@ TEST_CASE("q8_0 rounds half away from zero with d = amax/127") {
   std::vector<float> x(32, 1.0f);
   x[0] = 127.0f, x[1] = 2.5f, x[2] = -2.5f, x[3] = 0.49f, x[4] = -126.5f;
   block_q8_0 b;
-  ref::quantize_q8_0(x.data(), &b, 32);
+  quants::quantize_q8_0(x.data(), &b, 32);
   CHECK(b.d == 0x3C00);  // 1.0
   CHECK(b.qs[0] == 127);
   CHECK(b.qs[1] == 3);
@@ -430,7 +430,7 @@ TEST_CASE("q4_0 / q5_0 use the signed max and truncate x/d + 8.5 (+16.5), clampe
   std::vector<float> x(32, 1.0f);
   x[0] = -8.0f, x[1] = 0.5f, x[2] = -0.5f, x[3] = 7.9f, x[16] = 3.0f;
   block_q4_0 b;
-  ref::quantize_q4_0(x.data(), &b, 32);
+  quants::quantize_q4_0(x.data(), &b, 32);
   CHECK(b.d == 0x3C00);  // d = -8 / -8 = 1
   CHECK((b.qs[0] & 0xF) == 0);
   CHECK((b.qs[1] & 0xF) == 9);   // 0.5 + 8.5 = 9
@@ -438,14 +438,14 @@ TEST_CASE("q4_0 / q5_0 use the signed max and truncate x/d + 8.5 (+16.5), clampe
   CHECK((b.qs[3] & 0xF) == 15);  // 16.4 -> 16, clamped to 15
   CHECK((b.qs[0] >> 4) == 11);   // x[16] = 3
   x[0] = 8.0f;  // positive max: d = -1
-  ref::quantize_q4_0(x.data(), &b, 32);
+  quants::quantize_q4_0(x.data(), &b, 32);
   CHECK(b.d == 0xBC00);
   CHECK((b.qs[0] & 0xF) == 0);
   CHECK((b.qs[1] & 0xF) == 8);  // -0.5 + 8.5 = 8
   std::vector<float> y(32, 1.0f);
   y[0] = -16.0f, y[1] = 15.9f, y[17] = -3.0f;
   block_q5_0 c;
-  ref::quantize_q5_0(y.data(), &c, 32);
+  quants::quantize_q5_0(y.data(), &c, 32);
   CHECK(c.d == 0x3C00);
   uint32_t qh;
   std::memcpy(&qh, c.qh, 4);
@@ -459,7 +459,7 @@ TEST_CASE("q4_1 / q5_1 use min and (max-min)/15 (/31), rounding by +0.5 truncati
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i % 16);
   x[5] = 2.5f, x[6] = 2.49f;
   block_q4_1 b;
-  ref::quantize_q4_1(x.data(), &b, 32);
+  quants::quantize_q4_1(x.data(), &b, 32);
   CHECK(b.d == 0x3C00);
   CHECK(b.m == 0x0000);
   CHECK((b.qs[5] & 0xF) == 3);
@@ -467,20 +467,20 @@ TEST_CASE("q4_1 / q5_1 use min and (max-min)/15 (/31), rounding by +0.5 truncati
   CHECK((b.qs[15] >> 4) == 15);
   for (int i = 0; i < 32; ++i) x[i] = 10.0f + i;  // min 10, max 41: d = 1
   block_q5_1 c;
-  ref::quantize_q5_1(x.data(), &c, 32);
+  quants::quantize_q5_1(x.data(), &c, 32);
   CHECK(c.d == 0x3C00);
   CHECK(c.m == fp32_to_fp16(10.0f));
   std::vector<float> y(32);
-  ref::dequantize_q5_1(&c, y.data(), 32);
+  quants::dequantize_q5_1(&c, y.data(), 32);
   CHECK(y == x);
 }
 
 TEST_CASE("q8_1 stores s = fp16(d * sum(q))") {
   const auto x = random_normal(64, 17);
   block_q8_1 b[2];
-  ref::quantize_q8_1(x.data(), b, 64);
+  quants::quantize_q8_1(x.data(), b, 64);
   block_q8_0 c[2];
-  ref::quantize_q8_0(x.data(), c, 64);
+  quants::quantize_q8_0(x.data(), c, 64);
   for (int i = 0; i < 2; ++i) {
     CHECK(b[i].d == c[i].d);
     CHECK(std::memcmp(b[i].qs, c[i].qs, 32) == 0);
@@ -495,7 +495,7 @@ TEST_CASE("q8_K: iscale = -127/max, nearest_int rounds half to even, float d, bs
   std::vector<float> x(256, 1.0f);
   x[0] = 127.0f, x[1] = 2.5f, x[2] = 3.5f, x[3] = -127.0f, x[4] = -0.5f;
   block_q8_K b;
-  ref::quantize_q8_k(x.data(), &b, 256);
+  quants::quantize_q8_k(x.data(), &b, 256);
   CHECK(b.d == -1.0f);
   CHECK(b.qs[0] == -127);
   CHECK(b.qs[1] == -2);  // -2.5 -> -2 (even)
@@ -514,7 +514,7 @@ TEST_CASE("mxfp4: e = floor(log2 amax) - 2 + 127, nearest level, first on ties")
   std::vector<float> x(32, 1.0f);
   x[0] = 6.0f, x[1] = 5.0f, x[2] = -0.25f, x[3] = -1.25f, x[4] = 0.75f, x[16] = -7.0f;
   block_mxfp4 b;
-  ref::quantize_mxfp4(x.data(), &b, 32);
+  quants::quantize_mxfp4(x.data(), &b, 32);
   CHECK(b.e == 127);              // amax 7: floor(log2 7) = 2
   CHECK((b.qs[0] & 0xF) == 7);    // 6
   CHECK((b.qs[1] & 0xF) == 6);    // 5: 4 and 6 tie, 4 comes first
@@ -527,7 +527,7 @@ TEST_CASE("mxfp4: e = floor(log2 amax) - 2 + 127, nearest level, first on ties")
 TEST_CASE("iq4_nl: an all-zero block gives d = 0 and every index at the level nearest 0") {
   std::vector<float> x(32, 0.0f);
   block_iq4_nl b;
-  ref::quantize_iq4_nl(x.data(), &b, 32);
+  quants::quantize_iq4_nl(x.data(), &b, 32);
   CHECK(b.d == 0);
   for (int j = 0; j < 16; ++j) CHECK(b.qs[j] == 0x88);
 }

@@ -61,7 +61,7 @@ ModelCost model_cost(const nlohmann::json& d) {
 ReadProbe::ReadProbe(int n_threads) : n_threads_(std::max(1, n_threads)) {
   const size_t bytes = size_t{512} << 20;  // well past any L3 here
   n_ = bytes / sizeof(uint64_t);
-  // Huge pages where the kernel grants them, as the CPU backend places weights (model/repack.h):
+  // Huge pages where the kernel grants them, as the CPU backend places weights (backends/cpu/weights_cpu.h):
   // on 4 KiB pages this loop measured TLB walks as much as DRAM (a VM's two-level page tables).
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) throw std::bad_alloc();

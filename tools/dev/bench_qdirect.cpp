@@ -18,7 +18,7 @@
 
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/simd.h"
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 #include "tensor/dtype.h"
 
 using namespace kestrel;
@@ -32,15 +32,15 @@ int main(int argc, char** argv) {
   // q4_0_r8 / q4_K_r8 / q8_0_r8: the CPU backend's load-time layouts (not file types, so named here).
   bool found = true;
   if (std::strcmp(argv[1], "q4_0_r8") == 0) {
-    t = DType::Q4_0_R8;
+    t = cpu::Q4_0_R8;
   } else if (std::strcmp(argv[1], "q4_K_r8") == 0) {
-    t = DType::Q4_K_R8;
+    t = cpu::Q4_K_R8;
   } else if (std::strcmp(argv[1], "q8_0_r8") == 0) {
-    t = DType::Q8_0_R8;
+    t = cpu::Q8_0_R8;
   } else {
     found = dtype_from_name(argv[1], &t);
   }
-  const bool grouped = ref::is_grouped(t);
+  const bool grouped = cpu::is_grouped(t);
   const int64_t K = std::atoll(argv[2]), N = std::atoll(argv[3]);
   const int reps = argc > 4 ? std::atoi(argv[4]) : 100;
   const int64_t cols = argc > 5 ? std::atoll(argv[5]) : 1;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int64_t rb = K / ti.block_size * ti.type_size;
-  // Huge pages, as the CPU backend places weights (runtime/model/repack.h): on 4 KiB pages a large
+  // Huge pages, as the CPU backend places weights (backends/cpu/weights_cpu.h): on 4 KiB pages a large
   // matrix measures page walks as much as DRAM.
   const size_t w_bytes = static_cast<size_t>(rb * N);
   void* map = mmap(nullptr, w_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -62,15 +62,15 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> row(static_cast<size_t>(K));
-  const FromFloatFn quantize = dtype_info(ref::plain_type(t)).from_float;
+  const FromFloatFn quantize = dtype_info(cpu::plain_type(t)).from_float;
   for (int64_t r = 0; r < N; ++r) {
     for (float& v : row) v = nd(rng);
     quantize(row.data(), w.data() + r * rb, K);
   }
   if (grouped) {
-    if (!ref::grouped_fits(ref::plain_type(t), K, N)) return 1;
+    if (!cpu::grouped_fits(cpu::plain_type(t), K, N)) return 1;
     const std::vector<uint8_t> plain(w.begin(), w.end());
-    ref::to_grouped(ref::plain_type(t), plain.data(), K, N, w.data());
+    cpu::to_grouped(cpu::plain_type(t), plain.data(), K, N, w.data());
   }
   cpu::QuantizedActs xa;
   xa.resize(K, cols);

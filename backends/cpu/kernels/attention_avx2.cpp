@@ -58,11 +58,12 @@ template <bool kKF16, bool kVF16>
 void attend_token(const Node& n, int64_t t, int64_t h0, int64_t h1, std::vector<float>& qr, std::vector<float>& scores,
                   std::vector<float>& acc) {
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2], *sinks = n.src[3];
-  const AttentionBatch& b = *static_cast<const AttentionBatch*>(n.aux);
+  const AttentionBatch b = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data));
   const int64_t hd_k = q->ne[0], n_head = q->ne[1], hd_v = n.dst->ne[0];
   const int64_t group = n_head / (kc->ne[0] / hd_k);
-  const float scale = n.fp[0], softcap = n.fp[1];
-  const int32_t window = n.ip[0];
+  const AttentionParams& ap = n.param<AttentionParams>();
+  const float scale = ap.scale, softcap = ap.softcap;
+  const int32_t window = ap.window;
   for (int64_t h = h0; h < h1; ++h) {
     const int64_t kvh = h / group;
     const float* qp = q->f32(h, t);
@@ -107,13 +108,14 @@ void attend_token(const Node& n, int64_t t, int64_t h0, int64_t h1, std::vector<
 
 bool attention_supported(const Node& n) {
   auto ok = [](DType t) { return t == DType::F16 || t == DType::F32; };
-  return ok(n.src[1]->type) && ok(n.src[2]->type) && n.aux != nullptr;
+  return ok(n.src[1]->type) && ok(n.src[2]->type) && n.src[4] != nullptr;
 }
 
 void attention(const Node& n, ThreadPool& pool) {
   const bool kf16 = n.src[1]->type == DType::F16, vf16 = n.src[2]->type == DType::F16;
   const int64_t T = n.src[0]->ne[2];
-  const auto* b = static_cast<const AttentionBatch*>(n.aux);
+  const AttentionBatch batch = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data));
+  const AttentionBatch* b = &batch;
   const int64_t n_head = n.src[0]->ne[1];
   pool.run([&](int ith, int nth) {
     std::vector<float> qr(static_cast<size_t>(n.src[0]->ne[0])), scores(static_cast<size_t>(b->max_cells)),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/repacked.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
 
@@ -28,13 +29,13 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
 // all columns, which measured faster there (docs/PERF.md).
 [[maybe_unused]] bool fused_fits(const Node& n) {
   const Tensor* w = n.src[0];
-  return n.src[1]->ne[1] <= qdirect_max_cols(w->type) &&
-         qdirect_supports(w->type, w->ne[0], static_cast<int64_t>(w->nb[1]));
+  return n.src[1]->ne[1] <= qdirect_max_cols(kernel_type(*w)) &&
+         qdirect_supports(kernel_type(*w), w->ne[0], static_cast<int64_t>(w->nb[1]));
 }
 // True when a MATMUL takes fused_pass with each thread quantizing x itself: few columns (decode),
 // a fused kernel for its type.
 [[maybe_unused]] bool decode_pass_fits(const Node& n) {
-  return has_avx2_fma() && qgemm_supports(n.src[0]->type, n.src[0]->ne[0]) && n.src[1]->ne[1] <= kOwnActsCols &&
+  return has_avx2_fma() && qgemm_supports(kernel_type(*n.src[0]), n.src[0]->ne[0]) && n.src[1]->ne[1] <= kOwnActsCols &&
          fused_fits(n);
 }
 
@@ -45,7 +46,8 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
 // columns) every thread quantizes x for itself, a microsecond, in the same pass.
 [[maybe_unused]] void fused_pass(std::span<const Node* const> nodes, ThreadPool& pool, const QuantizedActs* shared) {
   const Tensor* x = nodes[0]->src[1];
-  const DType type = nodes[0]->src[0]->type;
+  const DType type = kernel_type(*nodes[0]->src[0]);
+  const DType vdt = dtype_info(nodes[0]->src[0]->type).vec_dot_type;
   const int64_t K = x->ne[0], M = x->ne[1];
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
   std::vector<int64_t> first(nodes.size() + 1, 0);  // group index where each matrix starts
@@ -56,7 +58,6 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
     thread_local QuantizedActs mine;
     if (!shared) {
       mine.resize(K, M);
-      const DType vdt = dtype_info(type).vec_dot_type;
       for (int64_t c = 0; c < M; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, mine, c);
     }
     const QuantizedActs& acts = shared ? *shared : mine;
@@ -81,6 +82,7 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
   const DType vdt = dtype_info(w->type).vec_dot_type;
+  const DType wt = kernel_type(*w);
   const int64_t x_stride = static_cast<int64_t>(x->nb[1] / sizeof(float));
   const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
   const bool fused = fused_fits(n);
@@ -108,14 +110,14 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
     ThreadPool::split(n_groups, ith, nth, &g0, &g1);
     for (int64_t r = 8 * g0; r < 8 * g1; r += kRowChunk) {
       const int64_t nr = std::min(kRowChunk, 8 * g1 - r);
-      qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
+      qgemm_unpack(wt, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
       qgemm_interleave(wu, nr / 8, wi);
-      qgemm_tiles(qgemm_arith_type(w->type), wi, nr / 8, acts, 0, M, n.dst->f32(0) + r, y_stride);
+      qgemm_tiles(qgemm_arith_type(wt), wi, nr / 8, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }
     if (ith == nth - 1 && N % 8 != 0) {
       const int64_t r = 8 * n_groups, nr = N - r;
-      qgemm_unpack(w->type, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
-      qgemm_dot(qgemm_arith_type(w->type), wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
+      qgemm_unpack(wt, static_cast<const uint8_t*>(w->data), static_cast<int64_t>(w->nb[1]), r, nr, wu);
+      qgemm_dot(qgemm_arith_type(wt), wu, nr, acts, 0, M, n.dst->f32(0) + r, y_stride);
     }
   });
 }
@@ -129,7 +131,7 @@ size_t matmuls(const std::vector<Node>& nodes, size_t i, size_t end, ThreadPool&
     std::vector<const Node*> run = {&n};
     while (i + run.size() < end) {
       const Node& m = nodes[i + run.size()];
-      if (m.op != Op::MATMUL || m.src[1] != n.src[1] || m.src[0]->type != n.src[0]->type || !decode_pass_fits(m)) break;
+      if (m.op != Op::MATMUL || m.src[1] != n.src[1] || kernel_type(*m.src[0]) != kernel_type(*n.src[0]) || !decode_pass_fits(m)) break;
       run.push_back(&m);
     }
     fused_pass(run, pool, nullptr);
@@ -144,7 +146,7 @@ void matmul(const Node& n, ThreadPool& pool) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 #if defined(__x86_64__)
-  if (has_avx2_fma() && qgemm_supports(w->type, K)) {
+  if (has_avx2_fma() && qgemm_supports(kernel_type(*w), K)) {
     matmul_quantized(n, pool);
     return;
   }

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/qgemm.h"
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "core/fp16.h"
 
 namespace kestrel::cpu {
@@ -26,7 +26,7 @@ void qgemm_quantize_acts(DType vdt, const float* xc, int64_t K, QuantizedActs& o
   if (vdt == DType::Q8_K) {
     for (int64_t s = 0; s < K / QK_K; ++s) {
       block_q8_K b;
-      ref::quantize_q8_k(xc + s * QK_K, &b, QK_K);
+      quants::quantize_q8_k(xc + s * QK_K, &b, QK_K);
       std::memcpy(q + s * QK_K, b.qs, QK_K);
       for (int j = 0; j < 8; ++j) dx[8 * s + j] = b.d;
       for (int g = 0; g < 16; ++g) bs[16 * s + g] = b.bsums[g];

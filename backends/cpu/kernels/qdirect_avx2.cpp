@@ -14,8 +14,8 @@
 
 #include "backends/cpu/kernels/qdirect_avx2.h"
 #include "backends/cpu/simd.h"
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/repacked.h"
+#include "tensor/quants/quant_blocks.h"
+#include "backends/cpu/repacked.h"
 
 namespace kestrel::cpu::qdirect {
 namespace {
@@ -147,7 +147,7 @@ struct PairedActs {
 thread_local PairedActs tl_pairs;
 
 // Where the 4-bit kernels find blocks u, u + 1 of their eight rows. RowMajor: the file's layout,
-// eight row streams, the scales gathered. Grouped8: Q4_0_R8 (ref/repacked.h), one stream, the
+// eight row streams, the scales gathered. Grouped8: Q4_0_R8 (cpu/repacked.h), one stream, the
 // eight rows' scales of a block in one 16-byte load.
 template <class F>
 struct RowMajor {
@@ -165,10 +165,10 @@ struct RowMajor {
 struct Grouped8 {
   static constexpr bool kGrouped = true;
   static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
-    return load32(w + (u / 2) * ref::kQ4_0R8UnitBytes + 32 + 32 * row);
+    return load32(w + (u / 2) * cpu::kQ4_0R8UnitBytes + 32 + 32 * row);
   }
   static void scales(const uint8_t* w, __m256i, int64_t u, __m256& d0, __m256& d1, __m256i& w0, __m256i& w1) {
-    const uint8_t* p = w + (u / 2) * ref::kQ4_0R8UnitBytes;
+    const uint8_t* p = w + (u / 2) * cpu::kQ4_0R8UnitBytes;
     d0 = _mm256_cvtph_ps(load16(p)), d1 = _mm256_cvtph_ps(load16(p + 16));
     w0 = w1 = _mm256_setzero_si256();  // only Q4_1's m reads the words
   }
@@ -252,7 +252,7 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
 }
 
 // Where rows8_single finds block u of its eight rows. SingleRowMajor: the file's layout, eight
-// row streams, the scales gathered. Q8Grouped: Q8_0_R8 (ref/repacked.h), one stream, the eight
+// row streams, the scales gathered. Q8Grouped: Q8_0_R8 (cpu/repacked.h), one stream, the eight
 // rows' scales of a block in one 16-byte load.
 template <class F>
 struct SingleRowMajor {
@@ -267,11 +267,11 @@ struct SingleRowMajor {
 struct Q8Grouped {
   static constexpr bool kGrouped = true;
   static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
-    return load32(w + (u / 2) * ref::kQ8_0R8UnitBytes + 32 + 64 * row + 32 * (u % 2));
+    return load32(w + (u / 2) * cpu::kQ8_0R8UnitBytes + 32 + 64 * row + 32 * (u % 2));
   }
   static __m256 scales(const uint8_t* w, __m256i, int64_t u, __m256i& words) {
     words = _mm256_setzero_si256();  // only Q5_1's m reads the words
-    return _mm256_cvtph_ps(load16(w + (u / 2) * ref::kQ8_0R8UnitBytes + 16 * (u % 2)));
+    return _mm256_cvtph_ps(load16(w + (u / 2) * cpu::kQ8_0R8UnitBytes + 16 * (u % 2)));
   }
 };
 
@@ -310,7 +310,7 @@ constexpr Rows8Fn kSingle[4] = {rows8_single<F, L, 1>, rows8_single<F, L, 2>, ro
                                 rows8_single<F, L, 4>};
 
 bool uses_pairs(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4;
+  return t == DType::Q4_0 || t == cpu::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4;
 }
 
 }  // namespace
@@ -320,12 +320,12 @@ const int8_t* paired_acts(int64_t c, int64_t K) { return tl_pairs.q.data() + c *
 const Rows8Fn* block32_kernels(DType t) {
   switch (t) {
     case DType::Q4_0: return kPairs<Q4_0F>;
-    case DType::Q4_0_R8: return kPairs<Q4_0F, Grouped8>;
+    case cpu::Q4_0_R8: return kPairs<Q4_0F, Grouped8>;
     case DType::Q4_1: return kPairs<Q4_1F>;
     case DType::IQ4_NL: return kPairs<Iq4nlF>;
     case DType::MXFP4: return kPairs<Mxfp4F>;
     case DType::Q8_0: return kSingle<Q8_0F>;
-    case DType::Q8_0_R8: return kSingle<Q8_0F, Q8Grouped>;
+    case cpu::Q8_0_R8: return kSingle<Q8_0F, Q8Grouped>;
     case DType::Q5_0: return kSingle<Q5_0F>;
     case DType::Q5_1: return kSingle<Q5_1F>;
     default: return nullptr;
@@ -339,7 +339,7 @@ namespace kestrel::cpu {
 bool qdirect_supports(DType w, int64_t K, int64_t row_bytes) {
   const bool fused = qdirect::block32_kernels(w) || qdirect::kquant_kernels(w);
   // The scale gathers address the eight rows by 32-bit byte offsets.
-  return fused && K % dtype_info(w).block_size == 0 && row_bytes < INT32_MAX / 8;
+  return fused && K % dtype_info(plain_type(w)).block_size == 0 && row_bytes < INT32_MAX / 8;
 }
 
 int64_t qdirect_max_cols(DType w) {
@@ -348,14 +348,14 @@ int64_t qdirect_max_cols(DType w) {
   // The AVX-512 kernels of the grouped layouts beat unpack + tiles at every batch measured, up to
   // 512 columns (pp512 Q4_0 57 -> 175 tokens/s, Q8_0 85 -> 124, Q4_K 87 -> 118; docs/PERF.md
   // item 18), so they serve batches up to there.
-  if (use_avx512() && ref::is_grouped(w) && qdirect::avx512_kernels(w)) return 512;
+  if (use_avx512() && cpu::is_grouped(w) && qdirect::avx512_kernels(w)) return 512;
   switch (w) {
-    case DType::Q4_0: case DType::Q4_0_R8: return 128;
+    case DType::Q4_0: case cpu::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;
     case DType::IQ4_NL: case DType::MXFP4: return 64;
-    case DType::Q4_K: case DType::Q4_K_R8: case DType::Q5_K: return 48;
+    case DType::Q4_K: case cpu::Q4_K_R8: case DType::Q5_K: return 48;
     case DType::Q5_0: case DType::Q6_K: return 40;
-    case DType::Q5_1: case DType::Q8_0: case DType::Q8_0_R8: return 32;
+    case DType::Q5_1: case DType::Q8_0: case cpu::Q8_0_R8: return 32;
     default: return 0;
   }
 }

@@ -18,8 +18,8 @@
 #pragma GCC diagnostic pop
 
 #include "backends/cpu/kernels/q4k_scales.h"
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/repacked.h"
+#include "tensor/quants/quant_blocks.h"
+#include "backends/cpu/repacked.h"
 
 namespace kestrel::cpu::qdirect {
 namespace {
@@ -117,7 +117,7 @@ struct Columns {
   }
 };
 
-// Q4_0_R8: per unit (two blocks of eight rows, ref/repacked.h), one register holds rows 2p and
+// Q4_0_R8: per unit (two blocks of eight rows, cpu/repacked.h), one register holds rows 2p and
 // 2p+1, both blocks each; with the pair-ordered activations (qdirect.h) vpdpbusd leaves
 // [row 2p: block u in lanes 0-3, u+1 in 4-7 | row 2p+1: the same]. The centre (8 sum(qx) per
 // block) enters as the starting value of one lane per block.
@@ -129,8 +129,8 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   Columns<NC> col(x, c0);
   for (int c = 0; c < NC; ++c) col.q[c] = paired_acts(c0 + c, K);  // the pair order (qdirect.h)
   for (int64_t g = 0; g < units; ++g) {
-    const uint8_t* unit = w + g * ref::kQ4_0R8UnitBytes;
-    ahead<ref::kQ4_0R8UnitBytes>(unit);
+    const uint8_t* unit = w + g * cpu::kQ4_0R8UnitBytes;
+    ahead<cpu::kQ4_0R8UnitBytes>(unit);
     __m512i xa[NC], xb[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
       xa[c] = dup32(col.q[c] + 64 * g), xb[c] = dup32(col.q[c] + 64 * g + 32);
@@ -199,7 +199,7 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
   col.store(y, c0, y_stride);
 }
 
-// Q8_0_R8 (ref/repacked.h): per unit, one register holds a row's two blocks, so vpdpbusd leaves
+// Q8_0_R8 (cpu/repacked.h): per unit, one register holds a row's two blocks, so vpdpbusd leaves
 // [block u | block u+1] per row and Rows8Sums reduces the halves apart. Codes offset by 128 as
 // in q8_0.
 template <int NC>
@@ -208,8 +208,8 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   Columns<NC> col(x, c0);
   for (int64_t g = 0; g < units; ++g) {
-    const uint8_t* unit = w + g * ref::kQ8_0R8UnitBytes;
-    ahead<ref::kQ8_0R8UnitBytes>(unit);
+    const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
+    ahead<cpu::kQ8_0R8UnitBytes>(unit);
     __m512i xv[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
       xv[c] = ld64(col.q[c] + 64 * g);
@@ -232,7 +232,7 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   col.store(y, c0, y_stride);
 }
 
-// Q4_K_R8 (ref/repacked.h): per row and super-block, two registers of codes whose low and high
+// Q4_K_R8 (cpu/repacked.h): per row and super-block, two registers of codes whose low and high
 // nibbles hold sub-blocks [0 | 2], [1 | 3], [4 | 6], [5 | 7]; vpmaddubsw forms the code products
 // and vpdpwssd weights them by the sub-block scales and accumulates. The mins of all eight rows
 // come straight from the unit's scale planes: sum_j m_j sum_j(qx) as four vpdpwssd of the mins,
@@ -252,8 +252,8 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* unit = w + s * ref::kQ4_KR8UnitBytes;
-    ahead<ref::kQ4_KR8UnitBytes>(unit);
+    const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;
+    ahead<cpu::kQ4_KR8UnitBytes>(unit);
     __m512i xs[NC][4];
     __m256i M[NC];
     // Mins of sub-blocks 0-3 (bytes of scale word 1) and 4-7 (word 2's high nibbles, word 1's top
@@ -321,10 +321,10 @@ constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 
 const Rows8Fn* avx512_kernels(DType t) {
   switch (t) {
-    case DType::Q4_0_R8: return kQ4_0R8;
+    case cpu::Q4_0_R8: return kQ4_0R8;
     case DType::Q8_0: return kQ8_0;
-    case DType::Q8_0_R8: return kQ8_0R8;
-    case DType::Q4_K_R8: return kQ4_KR8;
+    case cpu::Q8_0_R8: return kQ8_0R8;
+    case cpu::Q4_K_R8: return kQ4_KR8;
     default: return nullptr;
   }
 }

@@ -8,8 +8,8 @@
 
 #include "backends/cpu/kernels/q4k_scales.h"
 #include "backends/cpu/kernels/qdirect_avx2.h"
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/repacked.h"
+#include "tensor/quants/quant_blocks.h"
+#include "backends/cpu/repacked.h"
 
 namespace kestrel::cpu::qdirect {
 namespace {
@@ -76,7 +76,7 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
       qx[c] = x.q.data() + (c0 + c) * K + s * QK_K;
       ps[c] = pair_sums(x.bs.data() + (c0 + c) * (K / 16) + 16 * s);
     }
-    const uint8_t* unit = w + s * ref::kQ4_KR8UnitBytes;  // kGrouped only
+    const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;  // kGrouped only
     RowSums ri[NC], rm[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
@@ -197,7 +197,7 @@ constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_
 const Rows8Fn* kquant_kernels(DType t) {
   switch (t) {
     case DType::Q4_K: return kK45<block_q4_K>;
-    case DType::Q4_K_R8: return kK45<block_q4_K, true>;
+    case cpu::Q4_K_R8: return kK45<block_q4_K, true>;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;
     default: return nullptr;

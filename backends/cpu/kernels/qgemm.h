@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 #include "tensor/dtype.h"
 
 namespace kestrel::cpu {
@@ -60,9 +60,9 @@ struct QuantizedActs {
 bool qgemm_supports(DType w, int64_t K);
 // The type whose arithmetic a weight type follows once unpacked (Q4_0 for the repacked Q4_0_R8,
 // Q4_K for Q4_K_R8): what qgemm_dot, qgemm_dot_canonical and qgemm_tiles take.
-inline DType qgemm_arith_type(DType w) { return ref::plain_type(w); }
+inline DType qgemm_arith_type(DType w) { return cpu::plain_type(w); }
 // Unpacks rows [r0, r0 + n) of a weight matrix (row stride `row_bytes`) into rows [0, n) of out.
-// For a grouped layout (ref/repacked.h), `data` is the matrix's start (rows found through it).
+// For a grouped layout (cpu/repacked.h), `data` is the matrix's start (rows found through it).
 void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t n, UnpackedRows& out);
 // Rounds one activation column x[0, K) to the vec_dot type `vdt`, into column `c` of out.
 void qgemm_quantize_acts(DType vdt, const float* x, int64_t K, QuantizedActs& out, int64_t c);

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/repacked.h"
+#include "tensor/quants/quant_blocks.h"
+#include "backends/cpu/repacked.h"
 #include "core/fp16.h"
 
 namespace kestrel::cpu {
@@ -214,8 +214,8 @@ bool qgemm_supports(DType w, int64_t K) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::IQ4_NL: case DType::MXFP4:
       return K % 32 == 0;
-    case DType::Q4_0_R8: case DType::Q4_K_R8: case DType::Q8_0_R8:
-      return ref::grouped_fits(ref::plain_type(w), K, 8);
+    case cpu::Q4_0_R8: case cpu::Q4_K_R8: case cpu::Q8_0_R8:
+      return cpu::grouped_fits(cpu::plain_type(w), K, 8);
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
       return K % QK_K == 0;
     default:
@@ -226,7 +226,7 @@ bool qgemm_supports(DType w, int64_t K) {
 void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t n, UnpackedRows& out) {
   const int64_t K = out.K;
   const DType layout = w;
-  const bool grouped = ref::is_grouped(w);  // each row copied out of its group, then read as plain
+  const bool grouped = cpu::is_grouped(w);  // each row copied out of its group, then read as plain
   w = qgemm_arith_type(w);
   thread_local std::vector<uint8_t> row;
   if (grouped) row.resize(static_cast<size_t>(row_bytes));
@@ -236,7 +236,7 @@ void qgemm_unpack(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, i
   out.int_mins = w == DType::Q2_K || w == DType::Q4_K || w == DType::Q5_K;
   out.centre_shift = w == DType::Q4_0 ? 3 : w == DType::Q5_0 ? 4 : w == DType::Q3_K ? 2 : w == DType::Q6_K ? 5 : 0;
   for (int64_t r = 0; r < n; ++r) {
-    if (grouped) ref::grouped_row(layout, data, K, r0 + r, row.data());
+    if (grouped) cpu::grouped_row(layout, data, K, r0 + r, row.data());
     unpack_row(w, grouped ? row.data() : data + (r0 + r) * row_bytes, K,
                {out.q.data() + r * K, out.d.data() + r * K / 32, out.sub.data() + r * K / 2, out.mn.data() + r * K / 16,
                 out.mq.data() + r * K / 16, out.dm.data() + r * K / 32});

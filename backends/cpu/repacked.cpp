@@ -1,8 +1,8 @@
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 
 #include <cstring>
 
-namespace kestrel::ref {
+namespace kestrel::cpu {
 namespace {
 
 // A field of a row's unit: up to two byte ranges of the plain unit, stored together.
@@ -27,9 +27,9 @@ constexpr Layout kQ4_KR8 = {
 
 const Layout* layout_of(DType grouped) {
   switch (grouped) {
-    case DType::Q4_0_R8: return &kQ4_0R8;
-    case DType::Q4_K_R8: return &kQ4_KR8;
-    case DType::Q8_0_R8: return &kQ8_0R8;
+    case Q4_0_R8: return &kQ4_0R8;
+    case Q4_K_R8: return &kQ4_KR8;
+    case Q8_0_R8: return &kQ8_0R8;
     default: return nullptr;
   }
 }
@@ -78,18 +78,18 @@ void grouped_row_as(const uint8_t* data, int64_t K, int64_t r, uint8_t* out) {
 
 DType grouped_type(DType plain) {
   switch (plain) {
-    case DType::Q4_0: return DType::Q4_0_R8;
-    case DType::Q4_K: return DType::Q4_K_R8;
-    case DType::Q8_0: return DType::Q8_0_R8;
+    case DType::Q4_0: return Q4_0_R8;
+    case DType::Q4_K: return Q4_K_R8;
+    case DType::Q8_0: return Q8_0_R8;
     default: return plain;
   }
 }
 
 DType plain_type(DType t) {
   switch (t) {
-    case DType::Q4_0_R8: return DType::Q4_0;
-    case DType::Q4_K_R8: return DType::Q4_K;
-    case DType::Q8_0_R8: return DType::Q8_0;
+    case Q4_0_R8: return DType::Q4_0;
+    case Q4_K_R8: return DType::Q4_K;
+    case Q8_0_R8: return DType::Q8_0;
     default: return t;
   }
 }
@@ -101,18 +101,18 @@ bool grouped_fits(DType plain, int64_t K, int64_t n_rows) {
 
 void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint8_t* dst) {
   switch (grouped_type(plain)) {
-    case DType::Q4_K_R8: return to_grouped_as<kQ4_KR8>(src, K, n_rows, dst);
-    case DType::Q8_0_R8: return to_grouped_as<kQ8_0R8>(src, K, n_rows, dst);
+    case Q4_K_R8: return to_grouped_as<kQ4_KR8>(src, K, n_rows, dst);
+    case Q8_0_R8: return to_grouped_as<kQ8_0R8>(src, K, n_rows, dst);
     default: return to_grouped_as<kQ4_0R8>(src, K, n_rows, dst);
   }
 }
 
 void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8_t* out) {
   switch (grouped) {
-    case DType::Q4_K_R8: return grouped_row_as<kQ4_KR8>(data, K, r, out);
-    case DType::Q8_0_R8: return grouped_row_as<kQ8_0R8>(data, K, r, out);
+    case Q4_K_R8: return grouped_row_as<kQ4_KR8>(data, K, r, out);
+    case Q8_0_R8: return grouped_row_as<kQ8_0R8>(data, K, r, out);
     default: return grouped_row_as<kQ4_0R8>(data, K, r, out);
   }
 }
 
-}  // namespace kestrel::ref
+}  // namespace kestrel::cpu

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "core/fp16.h"
 
 // Byte-exact rounding needs every multiply and add rounded on its own: no fused multiply-add
@@ -16,7 +16,7 @@
 #pragma clang fp contract(off)
 #endif
 
-namespace kestrel::ref {
+namespace kestrel::quants {
 namespace {
 
 // Blocks are copied in and out with memcpy so callers need not align src/dst.
@@ -438,4 +438,4 @@ void quantize_mxfp4(const float* src, void* dst, int64_t n) {
   }
 }
 
-}  // namespace kestrel::ref
+}  // namespace kestrel::quants

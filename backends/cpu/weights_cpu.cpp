@@ -1,4 +1,4 @@
-#include "model/repack.h"
+#include "backends/cpu/weights_cpu.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "backends/cpu/simd.h"
-#include "backends/ref/repacked.h"
+#include "backends/cpu/repacked.h"
 
-namespace kestrel {
+namespace kestrel::cpu {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr int64_t kSlice = int64_t{2} << 20;  // bytes copied between two releases of file pages
 
 bool regroups(const gguf::TensorInfo& ti) {
-  return ti.ne[2] == 1 && ti.ne[3] == 1 && ref::grouped_fits(ti.type, ti.ne[0], ti.ne[1]);
+  return ti.ne[2] == 1 && ti.ne[3] == 1 && grouped_fits(ti.type, ti.ne[0], ti.ne[1]);
 }
 // A table left in the file (an untied token embedding, read a row per token): map it in now
 // (MADV_POPULATE_READ waits for it; the older MADV_WILLNEED only starts the reads). Otherwise each
@@ -58,7 +58,7 @@ void place(const gguf::TensorInfo& ti, const uint8_t* src, uint8_t* dst) {
   for (int64_t at = 0; at < n; at += step) {
     const int64_t len = std::min(step, n - at);
     if (regroup) {
-      ref::to_grouped(ti.type, src + at, K, 8 * (len / unit), dst + at);
+      to_grouped(ti.type, src + at, K, 8 * (len / unit), dst + at);
     } else {
       std::memcpy(dst + at, src + at, static_cast<size_t>(len));
     }
@@ -69,22 +69,18 @@ void place(const gguf::TensorInfo& ti, const uint8_t* src, uint8_t* dst) {
 
 }  // namespace
 
-RepackedWeights::~RepackedWeights() {
+PlacedArena::~PlacedArena() {
   if (map_) munmap(map_, map_len_);
 }
 
-bool repack_applies(const std::string& backend) {
+bool regroup_enabled() {
   const char* off = std::getenv("KESTREL_NO_REPACK");
   if (off && *off && std::strcmp(off, "0") != 0) return false;
-  // "auto" is the CPU backend in every build today (backends/registry.cpp): when it learns to pick
-  // a GPU, this must follow it.
-  return (backend == "cpu" || backend == "auto" || backend.empty()) && cpu::has_avx2_fma();
+  return has_avx2_fma();
 }
 
-Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
-                                                          std::unordered_map<std::string, Tensor>& tensors,
-                                                          const std::unordered_set<std::string>& skip) {
-  auto out = std::make_unique<RepackedWeights>();
+Status place_weights(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors,
+                     const std::unordered_set<std::string>& skip, PlacedArena* out) {
   if (!f.mapped()) {  // the File owns a buffer: regroup in place, a group at a time
     std::vector<uint8_t> group;
     for (const gguf::TensorInfo& ti : f.tensors()) {
@@ -95,12 +91,12 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
       uint8_t* p = f.owned_tensor_data(ti);
       for (int64_t g = 0; g < ti.ne[1] / 8; ++g) {
         std::memcpy(group.data(), p + g * group_bytes, group_bytes);
-        ref::to_grouped(ti.type, group.data(), K, 8, p + g * group_bytes);
+        to_grouped(ti.type, group.data(), K, 8, p + g * group_bytes);
       }
-      tensors.at(ti.name).type = ref::grouped_type(ti.type);
-      out->regrouped_ += ti.nbytes;
+      tensors.at(ti.name).layout = kLayoutGrouped8;
+      out->stats_.regrouped_bytes += ti.nbytes;
     }
-    return out;
+    return Status::Ok();
   }
   // Weight matrices (2+ dimensions): everything the matmuls stream through.
   std::vector<const gguf::TensorInfo*> todo;
@@ -114,7 +110,7 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
     todo.push_back(&ti);
     arena += arena_share(ti);
   }
-  if (todo.empty()) return out;
+  if (todo.empty()) return Status::Ok();
   const size_t len = (arena + kHugePage - 1) / kHugePage * kHugePage;
   void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED)
@@ -128,13 +124,13 @@ Expected<std::unique_ptr<RepackedWeights>> repack_for_cpu(gguf::File& f,
     Tensor& t = tensors.at(ti->name);
     t.data = at;
     if (regroups(*ti)) {
-      t.type = ref::grouped_type(ti->type);
-      out->regrouped_ += ti->nbytes;
+      t.layout = kLayoutGrouped8;
+      out->stats_.regrouped_bytes += ti->nbytes;
     }
-    out->placed_ += ti->nbytes;
+    out->stats_.placed_bytes += ti->nbytes;
     at += arena_share(*ti);
   }
-  return out;
+  return Status::Ok();
 }
 
-}  // namespace kestrel
+}  // namespace kestrel::cpu

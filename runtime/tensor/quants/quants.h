@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-namespace kestrel::ref {
+namespace kestrel::quants {
 
 void dequantize_f32(const void* src, float* dst, int64_t n);
 void dequantize_f16(const void* src, float* dst, int64_t n);
@@ -46,4 +46,4 @@ void quantize_q6_k(const float* src, void* dst, int64_t n);
 void quantize_iq4_nl(const float* src, void* dst, int64_t n);
 void quantize_mxfp4(const float* src, void* dst, int64_t n);
 
-}  // namespace kestrel::ref
+}  // namespace kestrel::quants

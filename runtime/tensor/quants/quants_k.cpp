@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "core/fp16.h"
 
 // Byte-exact rounding needs every multiply and add rounded on its own: no fused multiply-add
@@ -13,7 +13,7 @@
 #pragma clang fp contract(off)
 #endif
 
-namespace kestrel::ref {
+namespace kestrel::quants {
 
 void dequantize_q2_k(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
@@ -117,4 +117,4 @@ void dequantize_q8_k(const void* src, float* dst, int64_t n) {
   }
 }
 
-}  // namespace kestrel::ref
+}  // namespace kestrel::quants

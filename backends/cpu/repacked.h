@@ -1,5 +1,8 @@
 // Grouped layouts: weights regrouped eight rows at a time, the layouts the CPU backend repacks 2-D
-// matrices into at load (runtime/model/repack.cpp). The bytes are the file's, moved. Rows are cut
+// matrices into at load (weights_cpu.cpp). Private to the CPU backend: such a tensor keeps its
+// file type and says Tensor::layout == kLayoutGrouped8; the kernels dispatch on kernel_type(),
+// which names the grouped layouts with ids of their own (Q4_0_R8, ...) that no file or other
+// backend ever sees. The bytes are the file's, moved. Rows are cut
 // into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K:
 // one 256-value super-block, 144 bytes); group g (rows 8g..8g+7) starts where row 8g did and
 // holds its units in order, each unit field by field with the eight rows' copies of a field side
@@ -16,9 +19,16 @@
 #pragma once
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
-namespace kestrel::ref {
+namespace kestrel::cpu {
+
+constexpr uint32_t kLayoutGrouped8 = 1;  // Tensor::layout of a regrouped matrix
+
+// The kernels' names for the grouped layouts (backend-private ids: dtype_info() knows none).
+constexpr DType Q4_0_R8 = DType::BACKEND_PRIVATE_0;
+constexpr DType Q4_K_R8 = DType::BACKEND_PRIVATE_1;
+constexpr DType Q8_0_R8 = DType::BACKEND_PRIVATE_2;
 
 constexpr int64_t kQ4_0R8UnitBytes = 8 * 36;    // one pair of Q4_0 blocks of one 8-row group
 constexpr int64_t kQ4_KR8UnitBytes = 8 * 144;   // one Q4_K super-block of one 8-row group
@@ -38,4 +48,7 @@ void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint
 // Copies row r of a grouped matrix of type `grouped` (base `data`) out in its plain layout.
 void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8_t* out);
 
-}  // namespace kestrel::ref
+// What a kernel dispatches on: the grouped id for a regrouped tensor, its type otherwise.
+inline DType kernel_type(const Tensor& t) { return t.layout == kLayoutGrouped8 ? grouped_type(t.type) : t.type; }
+
+}  // namespace kestrel::cpu

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/ref/quant_blocks.h"
-#include "backends/ref/quants.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 #include "core/fp16.h"
 
 // Byte-exact rounding needs every multiply and add rounded on its own: no fused multiply-add
@@ -21,7 +21,7 @@
 #pragma clang fp contract(off)
 #endif
 
-namespace kestrel::ref {
+namespace kestrel::quants {
 namespace {
 
 // Below this largest magnitude a group counts as all zero (GGML's GROUP_MAX_EPS).
@@ -492,4 +492,4 @@ void quantize_q8_k(const float* src, void* dst, int64_t n) {
   }
 }
 
-}  // namespace kestrel::ref
+}  // namespace kestrel::quants

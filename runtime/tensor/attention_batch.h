@@ -1,0 +1,72 @@
+// What ATTENTION needs to know about the batch and the paged cache, as one I32 graph tensor (a
+// per-step input: the KV cache packs it, the step uploads it with the other inputs, kernels read
+// it where it lives). Cells are grouped in blocks of block_size; each sequence has a block table,
+// the physical blocks it reads in its own order (blocks of a shared prefix appear in several
+// tables). Token t reads the cells of its sequence's table only: cell(t, i) for i in
+// [0, n_cells_of(t)), in that order, whatever other sequences share the batch.
+//
+// Packed layout (int32): a header of kHeader values
+//   [n_tokens, n_seq, n_cells, block_size, max_cells, n_table_entries, 0, 0]
+// then token_pos[n_tokens], token_seq[n_tokens], cell_pos[n_cells] (-1 = empty),
+// table_begin[n_seq + 1] (sequence s owns tables[table_begin[s] .. table_begin[s + 1])),
+// tables[n_table_entries] (physical block ids).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kestrel {
+
+struct AttentionBatch {
+  static constexpr int64_t kHeader = 8;
+  static int64_t packed_size(int64_t n_tokens, int64_t n_seq, int64_t n_cells, int64_t n_table_entries) {
+    return kHeader + 2 * n_tokens + n_cells + n_seq + 1 + n_table_entries;
+  }
+
+  int32_t n_tokens = 0;
+  int32_t n_seq = 0;
+  int32_t n_cells = 0;
+  int32_t block_size = 1;
+  int32_t max_cells = 0;  // the largest n_cells_of over the batch's tokens
+  const int32_t* token_pos = nullptr;    // [n_tokens]
+  const int32_t* token_seq = nullptr;    // [n_tokens]
+  const int32_t* cell_pos = nullptr;     // [n_cells]; -1 = empty
+  const int32_t* table_begin = nullptr;  // [n_seq + 1]
+  const int32_t* tables = nullptr;       // physical block ids
+
+  // A view of a packed batch in memory the caller can read (host memory, or inside a kernel).
+  static AttentionBatch view(const int32_t* p) {
+    AttentionBatch b;
+    b.n_tokens = p[0], b.n_seq = p[1], b.n_cells = p[2], b.block_size = p[3], b.max_cells = p[4];
+    b.token_pos = p + kHeader;
+    b.token_seq = b.token_pos + b.n_tokens;
+    b.cell_pos = b.token_seq + b.n_tokens;
+    b.table_begin = b.cell_pos + b.n_cells;
+    b.tables = b.table_begin + b.n_seq + 1;
+    return b;
+  }
+
+  int32_t n_cells_of(int32_t t) const {
+    const int32_t s = token_seq[t];
+    return (table_begin[s + 1] - table_begin[s]) * block_size;
+  }
+  int32_t cell(int32_t t, int32_t i) const {
+    return tables[table_begin[token_seq[t]] + i / block_size] * block_size + i % block_size;
+  }
+  // f(i, cell(t, i)) for i = 0, 1, ... n_cells_of(t) - 1, block by block (no division per cell).
+  template <class F>
+  void for_each_cell(int32_t t, F&& f) const {
+    const int32_t s = token_seq[t];
+    int32_t i = 0;
+    for (int32_t k = table_begin[s]; k < table_begin[s + 1]; ++k)
+      for (int32_t c = tables[k] * block_size, e = c + block_size; c < e; ++c) f(i++, c);
+  }
+  // Cell c (of t's table) is visible to token t when it holds a position <= token_pos[t] and, with
+  // a sliding window W, token_pos[t] - cell_pos[c] < W.
+  bool visible(int32_t t, int32_t c, int32_t window) const {
+    const int32_t cp = cell_pos[c];
+    if (cp < 0 || cp > token_pos[t]) return false;
+    return window <= 0 || token_pos[t] - cp < window;
+  }
+};
+
+}  // namespace kestrel
