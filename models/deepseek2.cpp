@@ -12,39 +12,37 @@
 namespace kestrel {
 namespace {
 
-Status bind(const Model& m, ModelWeights& w) {
+// Multi-head latent attention of layer l (bind() has checked the ranks).
+Status bind_mla(const Model& m, LayerWeights& lw, int l) {
   const HParams& h = m.hparams();
   const int64_t E = h.n_embd, H = h.n_head, rope = h.rope.n_rot, kvr = h.kv_lora_rank;
   const int64_t nope = h.head_dim_k_mla - rope, vd = h.head_dim_v_mla;
-  if (kvr <= 0 || nope <= 0 || vd <= 0)
+  KS_TRY_BIND(lw.attn_norm, m.require("blk.%d.attn_norm.weight", {E}, l));
+  if (h.q_lora_rank > 0) {
+    KS_TRY_BIND(lw.wq_a, m.require("blk.%d.attn_q_a.weight", {E, h.q_lora_rank}, l));
+    KS_TRY_BIND(lw.q_a_norm, m.require("blk.%d.attn_q_a_norm.weight", {h.q_lora_rank}, l));
+    KS_TRY_BIND(lw.wq_b, m.require("blk.%d.attn_q_b.weight", {h.q_lora_rank, H * (nope + rope)}, l));
+  } else {  // V2-Lite: a plain q projection
+    KS_TRY_BIND(lw.wq, m.require("blk.%d.attn_q.weight", {E, H * (nope + rope)}, l));
+  }
+  KS_TRY_BIND(lw.wkv_a_mqa, m.require("blk.%d.attn_kv_a_mqa.weight", {E, kvr + rope}, l));
+  KS_TRY_BIND(lw.kv_a_norm, m.require("blk.%d.attn_kv_a_norm.weight", {kvr}, l));
+  KS_TRY_BIND(lw.wk_b, m.require("blk.%d.attn_k_b.weight", {nope, kvr, H}, l));
+  KS_TRY_BIND(lw.wv_b, m.require("blk.%d.attn_v_b.weight", {kvr, vd, H}, l));
+  KS_TRY_BIND(lw.wo, m.require("blk.%d.attn_output.weight", {H * vd, E}, l));
+  return Status::Ok();
+}
+
+Status bind(const Model& m, ModelWeights& w) {
+  const HParams& h = m.hparams();
+  if (h.kv_lora_rank <= 0 || h.head_dim_k_mla <= h.rope.n_rot || h.head_dim_v_mla <= 0)
     return Error(KESTREL_ERR_UNSUPPORTED, m.file().path() + ": deepseek2 needs attention.kv_lora_rank and "
                                           "key_length_mla > rope.dimension_count, value_length_mla (the split "
                                           "attn_k_b/attn_v_b layout; reconvert older files)");
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_TRY_BIND(lw.attn_norm, m.require("blk.%d.attn_norm.weight", {E}, l));
-    if (h.q_lora_rank > 0) {
-      KS_TRY_BIND(lw.wq_a, m.require("blk.%d.attn_q_a.weight", {E, h.q_lora_rank}, l));
-      KS_TRY_BIND(lw.q_a_norm, m.require("blk.%d.attn_q_a_norm.weight", {h.q_lora_rank}, l));
-      KS_TRY_BIND(lw.wq_b, m.require("blk.%d.attn_q_b.weight", {h.q_lora_rank, H * (nope + rope)}, l));
-    } else {  // V2-Lite: a plain q projection
-      KS_TRY_BIND(lw.wq, m.require("blk.%d.attn_q.weight", {E, H * (nope + rope)}, l));
-    }
-    KS_TRY_BIND(lw.wkv_a_mqa, m.require("blk.%d.attn_kv_a_mqa.weight", {E, kvr + rope}, l));
-    KS_TRY_BIND(lw.kv_a_norm, m.require("blk.%d.attn_kv_a_norm.weight", {kvr}, l));
-    KS_TRY_BIND(lw.wk_b, m.require("blk.%d.attn_k_b.weight", {nope, kvr, H}, l));
-    KS_TRY_BIND(lw.wv_b, m.require("blk.%d.attn_v_b.weight", {kvr, vd, H}, l));
-    KS_TRY_BIND(lw.wo, m.require("blk.%d.attn_output.weight", {H * vd, E}, l));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {E}, l));
-    if (l < h.n_layer_dense_lead || h.n_expert == 0) {
-      KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
-    } else {
-      KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp, .selection_bias = true, .n_ff_shared = h.n_ff_shexp}));
-    }
-  }
-  return Status::Ok();
+  // A dense FFN in the first leading_dense_block_count layers, and in every layer without experts.
+  return bind_decoder(m, w, {.custom_attention = bind_mla, .experts = h.n_expert != 0,
+                             .n_dense_lead = h.n_layer_dense_lead,
+                             .expert = {.n_ff = h.n_ff_exp, .selection_bias = true, .n_ff_shared = h.n_ff_shexp}});
 }
 
 // DeepSeek's YaRN: llama.cpp's attention factor for this architecture (mscale == mscale_all_dims,
@@ -117,7 +115,8 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(deepseek2) {
-  static const kestrel::ArchDef def{"deepseek2", {}, kestrel::ROPE_NORMAL, kestrel::bind, kestrel::forward,
-                                    kestrel::kv_layout, {{"deepseek2", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "deepseek2", .rope_mode = kestrel::ROPE_NORMAL, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .kv_layout = kestrel::kv_layout,
+                                    .tiny = {{"deepseek2", kestrel::kTiny}}};
   return def;
 }

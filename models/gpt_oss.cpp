@@ -9,16 +9,10 @@ namespace kestrel {
 namespace {
 
 Status bind(const Model& m, ModelWeights& w) {
-  const HParams& h = m.hparams();
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {.qkv_bias = true, .out_bias = true, .sinks = true}));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.post_attention_norm.weight", {h.n_embd}, l));
-    KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp, .biases = true, .router_bias = true}));
-  }
-  return Status::Ok();
+  return bind_decoder(m, w, {.attention = {.qkv_bias = true, .out_bias = true, .sinks = true},
+                             .ffn_norm = "blk.%d.post_attention_norm.weight",
+                             .experts = true,
+                             .expert = {.n_ff = m.hparams().n_ff_exp, .biases = true, .router_bias = true}});
 }
 
 Tensor* forward(Builder& b) {
@@ -51,7 +45,7 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(gpt_oss) {
-  static const kestrel::ArchDef def{"gpt-oss", {}, kestrel::ROPE_NEOX, kestrel::bind, kestrel::forward, nullptr,
-                                    {{"gpt-oss", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "gpt-oss", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .tiny = {{"gpt-oss", kestrel::kTiny}}};
   return def;
 }

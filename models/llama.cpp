@@ -10,19 +10,9 @@ namespace {
 
 Status bind(const Model& m, ModelWeights& w) {
   const HParams& h = m.hparams();
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  KS_TRY_BIND(w.rope_freqs, m.optional("rope_freqs.weight", {h.rope.n_rot / 2}));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {}));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {h.n_embd}, l));
-    if (h.n_expert > 0)  // Mixtral: experts of feed_forward_length each
-      KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp > 0 ? h.n_ff_exp : h.n_ff}));
-    else
-      KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
-  }
-  return Status::Ok();
+  // Mixtral: experts of feed_forward_length each (Llama 3's rope_freqs factors are optional).
+  return bind_decoder(m, w, {.rope_freqs = true, .experts = h.n_expert > 0,
+                             .expert = {.n_ff = h.n_ff_exp > 0 ? h.n_ff_exp : h.n_ff}});
 }
 
 Tensor* forward(Builder& b) {
@@ -52,7 +42,8 @@ std::vector<std::pair<std::string, Value>> tiny_mixtral() {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(llama) {
-  static const kestrel::ArchDef def{"llama", {"mistral"}, kestrel::ROPE_NORMAL, kestrel::bind, kestrel::forward, nullptr,
-                                    {{"llama", kestrel::kTinyDense}, {"mixtral", kestrel::tiny_mixtral()}}};
+  static const kestrel::ArchDef def{.name = "llama", .aliases = {"mistral"}, .rope_mode = kestrel::ROPE_NORMAL,
+                                    .bind = kestrel::bind, .forward = kestrel::forward,
+                                    .tiny = {{"llama", kestrel::kTinyDense}, {"mixtral", kestrel::tiny_mixtral()}}};
   return def;
 }

@@ -5,18 +5,7 @@
 namespace kestrel {
 namespace {
 
-Status bind(const Model& m, ModelWeights& w) {
-  const HParams& h = m.hparams();
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {.qkv_bias = true}));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {h.n_embd}, l));
-    KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
-  }
-  return Status::Ok();
-}
+Status bind(const Model& m, ModelWeights& w) { return bind_decoder(m, w, {.attention = {.qkv_bias = true}}); }
 
 Tensor* forward(Builder& b) {
   // q/k/v biases come from the layer weights.
@@ -35,7 +24,7 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(qwen2) {
-  static const kestrel::ArchDef def{"qwen2", {}, kestrel::ROPE_NEOX, kestrel::bind, kestrel::forward, nullptr,
-                                    {{"qwen2", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "qwen2", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .tiny = {{"qwen2", kestrel::kTiny}}};
   return def;
 }

@@ -6,18 +6,7 @@
 namespace kestrel {
 namespace {
 
-Status bind(const Model& m, ModelWeights& w) {
-  const HParams& h = m.hparams();
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {.qk_norm = true}));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {h.n_embd}, l));
-    KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
-  }
-  return Status::Ok();
-}
+Status bind(const Model& m, ModelWeights& w) { return bind_decoder(m, w, {.attention = {.qk_norm = true}}); }
 
 Tensor* forward(Builder& b) {
   // q/k norms come from the layer weights.
@@ -37,7 +26,7 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(qwen3) {
-  static const kestrel::ArchDef def{"qwen3", {}, kestrel::ROPE_NEOX, kestrel::bind, kestrel::forward, nullptr,
-                                    {{"qwen3", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "qwen3", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .tiny = {{"qwen3", kestrel::kTiny}}};
   return def;
 }

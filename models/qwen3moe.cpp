@@ -8,16 +8,7 @@ namespace kestrel {
 namespace {
 
 Status bind(const Model& m, ModelWeights& w) {
-  const HParams& h = m.hparams();
-  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
-  w.layers.resize(h.n_layer);
-  for (int l = 0; l < h.n_layer; ++l) {
-    LayerWeights& lw = w.layers[l];
-    KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {.qk_norm = true}));
-    KS_TRY_BIND(lw.ffn_norm, m.require("blk.%d.ffn_norm.weight", {h.n_embd}, l));
-    KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp}));
-  }
-  return Status::Ok();
+  return bind_decoder(m, w, {.attention = {.qk_norm = true}, .experts = true, .expert = {.n_ff = m.hparams().n_ff_exp}});
 }
 
 Tensor* forward(Builder& b) {
@@ -42,7 +33,7 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(qwen3moe) {
-  static const kestrel::ArchDef def{"qwen3moe", {}, kestrel::ROPE_NEOX, kestrel::bind, kestrel::forward, nullptr,
-                                    {{"qwen3moe", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "qwen3moe", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .tiny = {{"qwen3moe", kestrel::kTiny}}};
   return def;
 }

@@ -1,8 +1,9 @@
 // Chat templates through the C API: kestrel_chat_format renders a JSON conversation with the
-// caller's template, the model's tokenizer.chat_template, or the documented fallback.
+// caller's template, the model's tokenizer.chat_template, or the documented fallback;
+// kestrel_chat_tokenize turns the rendered prompt into the prompt tokens.
 #include "api/guard.h"
 #include "api/handles.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -71,6 +72,23 @@ kestrel_status kestrel_chat_format(const kestrel_model* model, const char* messa
     auto text = tmpl->render(in);
     if (!text.ok()) return fail(text.status());
     return kestrel::api::copy_out("kestrel_chat_format", *text, buf, cap, len);
+  });
+}
+
+kestrel_status kestrel_chat_tokenize(const kestrel_model* model, const char* text, size_t text_len, kestrel_token* tokens,
+                                     size_t cap, size_t* n_tokens) {
+  return guard("kestrel_chat_tokenize", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(model && (text || text_len == 0) && n_tokens, "kestrel_chat_tokenize",
+                     "model, text and n_tokens must not be NULL");
+    const kestrel::Status b = kestrel::api::check_buffer("kestrel_chat_tokenize", tokens, cap);
+    if (!b.ok()) return fail(b);
+    const kestrel::Tokenizer& tok = model->model->tokenizer();
+    // A rendered template holds control-token text (<|im_start|>, often the BOS text itself).
+    auto ids = tok.tokenize(std::string_view(text ? text : "", text_len), /*add_special=*/true, /*parse_special=*/true);
+    if (!ids.ok()) return fail(ids.status());
+    // Templates usually write the BOS text themselves; the vocabulary may add one too: keep one.
+    if (ids->size() >= 2 && tok.bos() >= 0 && (*ids)[0] == tok.bos() && (*ids)[1] == tok.bos()) ids->erase(ids->begin());
+    return kestrel::api::copy_tokens("kestrel_chat_tokenize", *ids, tokens, cap, n_tokens);
   });
 }
 

@@ -73,12 +73,7 @@ kestrel_status kestrel_tokenize(const kestrel_model* model, const char* text, si
     if (!b.ok()) return fail(b);
     auto ids = model->model->tokenizer().tokenize(std::string_view(text ? text : "", text_len), add_special, parse_special);
     if (!ids.ok()) return fail(ids.status());
-    *n_tokens = ids->size();
-    if (ids->size() > cap || (!tokens && !ids->empty()))
-      return fail(KESTREL_ERR_BUFFER_TOO_SMALL, "kestrel_tokenize: " + std::to_string(ids->size()) +
-                                                    " tokens do not fit in a buffer of " + std::to_string(cap));
-    std::copy(ids->begin(), ids->end(), tokens);
-    return KESTREL_OK;
+    return kestrel::api::copy_tokens("kestrel_tokenize", *ids, tokens, cap, n_tokens);
   });
 }
 

@@ -38,6 +38,15 @@ kestrel_status copy_out(const char* fn, const std::string& s, char* buf, size_t 
   return KESTREL_OK;
 }
 
+kestrel_status copy_tokens(const char* fn, const std::vector<int32_t>& ids, kestrel_token* tokens, size_t cap, size_t* n) {
+  *n = ids.size();
+  if (ids.size() > cap || (!tokens && !ids.empty()))
+    return fail(KESTREL_ERR_BUFFER_TOO_SMALL,
+                std::string(fn) + ": " + std::to_string(ids.size()) + " tokens do not fit in a buffer of " + std::to_string(cap));
+  std::copy(ids.begin(), ids.end(), tokens);
+  return KESTREL_OK;
+}
+
 }  // namespace kestrel::api
 
 extern "C" {

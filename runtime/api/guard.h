@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -34,6 +35,8 @@ kestrel_status guard(const char* fn, F&& f) noexcept {
 Status check_buffer(const char* fn, const void* buf, size_t cap);
 // Copies text into a caller buffer with the (buf, cap, *len) convention (check_buffer first).
 kestrel_status copy_out(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len);
+// Copies token ids into a caller array (tokens, cap, *n); check_buffer first.
+kestrel_status copy_tokens(const char* fn, const std::vector<int32_t>& ids, kestrel_token* tokens, size_t cap, size_t* n);
 
 #define KS_API_CHECK_ARG(cond, fn, what) \
   if (!(cond)) return ::kestrel::api::fail(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + (what))

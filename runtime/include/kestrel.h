@@ -26,8 +26,8 @@
  *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap. Text is written
  *   NUL-terminated and *len counts its bytes without the NUL (as snprintf): cap must be > *len.
  *   (NULL, 0) asks for the size; NULL with cap > 0 is KESTREL_ERR_INVALID_ARGUMENT.
- * - Text the library returns is valid UTF-8 (invalid bytes become U+FFFD), except the raw bytes
- *   of kestrel_token_to_piece.
+ * - Text the library returns is valid UTF-8 (invalid bytes become U+FFFD, one per maximal invalid
+ *   subpart), except the raw bytes of kestrel_token_to_piece.
  * - Limits, refused with KESTREL_ERR_INVALID_ARGUMENT naming the field: n_threads in [0, 1024],
  *   n_ctx <= 2^24, n_batch <= 2^20, n_seq_max and n_parallel in [1, 64], the same for every call.
  * - Ownership: objects returned through an out-pointer belong to the caller and are released with
@@ -52,8 +52,8 @@
 extern "C" {
 #endif
 
-/* 2: speculative decoding (options, stats, result fields); 3: stop strings in generate */
-#define KESTREL_API_VERSION 3
+/* 2: speculative decoding (options, stats, result fields); 3: stop strings; 4: chat_tokenize */
+#define KESTREL_API_VERSION 4
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -75,8 +75,7 @@ typedef enum kestrel_status {
 KESTREL_API const char *kestrel_status_name(kestrel_status status);
 /* The message of the last failed call on this thread ("" if none). Valid until the next call. */
 KESTREL_API const char *kestrel_last_error(void);
-/* KESTREL_API_VERSION of the library actually linked. */
-KESTREL_API uint32_t kestrel_api_version(void);
+KESTREL_API uint32_t kestrel_api_version(void); /* KESTREL_API_VERSION of the library linked */
 
 /* ---- logging ----------------------------------------------------------------------------- */
 typedef enum kestrel_log_level {
@@ -120,9 +119,8 @@ KESTREL_API kestrel_status kestrel_model_describe(const kestrel_model *model, ch
                                                   size_t *len);
 KESTREL_API int32_t kestrel_model_n_vocab(const kestrel_model *model);
 KESTREL_API int32_t kestrel_model_n_ctx_train(const kestrel_model *model);
-/* Special tokens; -1 when the vocabulary has none. */
-KESTREL_API kestrel_token kestrel_model_token_bos(const kestrel_model *model);
-KESTREL_API kestrel_token kestrel_model_token_eos(const kestrel_model *model);
+KESTREL_API kestrel_token kestrel_model_token_bos(const kestrel_model *model); /* -1 if none */
+KESTREL_API kestrel_token kestrel_model_token_eos(const kestrel_model *model); /* -1 if none */
 /* True for end-of-generation tokens (EOS, EOT, ...). */
 KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_token token);
 
@@ -131,8 +129,7 @@ KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_
 KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const char *text,
                                             size_t text_len, bool add_special, bool parse_special,
                                             kestrel_token *tokens, size_t cap, size_t *n_tokens);
-/* Whole-sequence detokenization (special tokens rendered if render_special); bytes that are not
- * valid UTF-8 become U+FFFD, one per maximal invalid subpart, as when streamed. */
+/* Whole-sequence detokenization (special tokens rendered if render_special). */
 KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
                                               size_t n_tokens, bool render_special, char *buf,
                                               size_t cap, size_t *len);
@@ -173,6 +170,11 @@ KESTREL_API void kestrel_chat_options_init(kestrel_chat_options *opts);
 KESTREL_API kestrel_status kestrel_chat_format(const kestrel_model *model, const char *messages_json,
                                                const kestrel_chat_options *opts, char *buf, size_t cap,
                                                size_t *len);
+/* The prompt tokens of a rendered chat: kestrel_tokenize with add_special and parse_special, one
+ * BOS dropped when two lead (the template wrote BOS and the vocabulary added one too). */
+KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, const char *text,
+                                                 size_t text_len, kestrel_token *tokens, size_t cap,
+                                                 size_t *n_tokens);
 
 /* ---- context ----------------------------------------------------------------------------- */
 typedef struct kestrel_context_options {
@@ -385,9 +387,8 @@ KESTREL_API kestrel_status kestrel_cancel(kestrel_engine *engine, uint64_t id);
 /* Blocks until the request finishes, fills *result (optional) and forgets the request. */
 KESTREL_API kestrel_status kestrel_wait(kestrel_engine *engine, uint64_t id,
                                         kestrel_request_result *result);
-/* kestrel_submit + kestrel_wait. */
 KESTREL_API kestrel_status kestrel_engine_generate(kestrel_engine *engine, const kestrel_request *req,
-                                                   kestrel_request_result *result);
+                                                   kestrel_request_result *result); /* submit + wait */
 /* JSON: requests (total, waiting, running, finished, preempted), tokens (prompt, cached,
  * generated), KV blocks (used, cached, free) and the prefix-cache hit rate. */
 KESTREL_API kestrel_status kestrel_engine_stats(const kestrel_engine *engine, char *buf, size_t cap,

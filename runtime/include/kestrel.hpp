@@ -50,18 +50,35 @@ inline SamplerPtr new_sampler(const kestrel_sampler_options* opts = nullptr) {
   return SamplerPtr(s);
 }
 
-inline std::vector<kestrel_token> tokenize(const kestrel_model* m, const std::string& text, bool add_special,
-                                           bool parse_special) {
+namespace detail {
+// Token ids from a (tokens, cap, *n) call: a first try with room for `guess`, then the size asked for.
+template <class F>
+std::vector<kestrel_token> read_tokens(size_t guess, F call) {
   size_t n = 0;
-  std::vector<kestrel_token> ids(text.size() + 8);
-  kestrel_status s = kestrel_tokenize(m, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+  std::vector<kestrel_token> ids(guess);
+  kestrel_status s = call(ids.data(), ids.size(), &n);
   if (s == KESTREL_ERR_BUFFER_TOO_SMALL) {
     ids.resize(n);
-    s = kestrel_tokenize(m, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+    s = call(ids.data(), ids.size(), &n);
   }
   check(s);
   ids.resize(n);
   return ids;
+}
+}  // namespace detail
+
+inline std::vector<kestrel_token> tokenize(const kestrel_model* m, const std::string& text, bool add_special,
+                                           bool parse_special) {
+  return detail::read_tokens(text.size() + 8, [&](kestrel_token* buf, size_t cap, size_t* n) {
+    return kestrel_tokenize(m, text.data(), text.size(), add_special, parse_special, buf, cap, n);
+  });
+}
+
+// The prompt tokens of a rendered chat (one BOS kept when the template wrote it too).
+inline std::vector<kestrel_token> chat_tokenize(const kestrel_model* m, const std::string& text) {
+  return detail::read_tokens(text.size() + 8, [&](kestrel_token* buf, size_t cap, size_t* n) {
+    return kestrel_chat_tokenize(m, text.data(), text.size(), buf, cap, n);
+  });
 }
 
 inline std::string detokenize(const kestrel_model* m, const std::vector<kestrel_token>& ids, bool render_special) {

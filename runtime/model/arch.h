@@ -37,14 +37,16 @@ struct TinyConfig {
   std::vector<std::pair<std::string, gguf::Value>> kv;
 };
 
+// Written with designated initializers in the model file; every field has a default, so a
+// registration names only what it sets.
 struct ArchDef {
-  const char* name;                  // general.architecture
-  std::vector<std::string> aliases;  // other general.architecture values served by this file
-  int rope_mode;                     // ROPE_NORMAL or ROPE_NEOX
+  const char* name = nullptr;             // general.architecture
+  std::vector<std::string> aliases = {};  // other general.architecture values served by this file
+  int rope_mode = 0;                      // ROPE_NORMAL (0) or ROPE_NEOX
   // Binds the architecture's tensors (its tensor table) into weights.
-  Status (*bind)(const Model& model, ModelWeights& weights);
+  Status (*bind)(const Model& model, ModelWeights& weights) = nullptr;
   // Builds the forward pass; returns the logits [n_vocab, n_outputs].
-  Tensor* (*forward)(Builder& b);
+  Tensor* (*forward)(Builder& b) = nullptr;
   // The KV cache layout; nullptr: default_kv_layout.
   KvLayout (*kv_layout)(const HParams& h) = nullptr;
   // At least one tiny configuration (variants such as llama's experts may add more).
@@ -56,5 +58,6 @@ std::vector<const ArchDef*> all_archs();
 
 }  // namespace kestrel
 
-// In a model file: KESTREL_REGISTER_ARCH(llama) { return ArchDef{...}; }
+// In a model file:
+//   KESTREL_REGISTER_ARCH(llama) { static const ArchDef def{.name = "llama", ...}; return def; }
 #define KESTREL_REGISTER_ARCH(id) const ::kestrel::ArchDef& kestrel_arch_##id()

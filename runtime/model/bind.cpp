@@ -67,4 +67,21 @@ Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& 
   return Status::Ok();
 }
 
+Status bind_decoder(const Model& m, ModelWeights& w, const DecoderTable& t) {
+  const HParams& h = m.hparams();
+  KS_RETURN_IF_ERROR(bind_embeddings(m, w));
+  if (t.rope_freqs) KS_TRY_BIND(w.rope_freqs, m.optional("rope_freqs.weight", {h.rope.n_rot / 2}));
+  w.layers.resize(h.n_layer);
+  for (int l = 0; l < h.n_layer; ++l) {
+    LayerWeights& lw = w.layers[l];
+    KS_RETURN_IF_ERROR(t.custom_attention ? t.custom_attention(m, lw, l) : bind_attention(m, lw, l, t.attention));
+    KS_TRY_BIND(lw.ffn_norm, m.require(t.ffn_norm, {h.n_embd}, l));
+    if (t.experts && l >= t.n_dense_lead)
+      KS_RETURN_IF_ERROR(bind_experts(m, lw, l, t.expert));
+    else
+      KS_RETURN_IF_ERROR(bind_dense_ffn(m, lw, l, h.n_ff));
+  }
+  return Status::Ok();
+}
+
 }  // namespace kestrel

@@ -32,4 +32,19 @@ struct ExpertTable {
 // ffn_gate_inp and the stacked experts ffn_{gate,up,down}_exps of layer l.
 Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& t);
 
+// The tensor table of a pre-norm decoder, in this order: the embeddings (bind_embeddings), then
+// rope_freqs if asked for, then per layer the attention, the norm in front of the FFN, and a
+// dense FFN (feed_forward_length) or experts.
+struct DecoderTable {
+  AttentionTable attention;
+  // Binds layer l's attention (attn_norm included) instead of bind_attention: DeepSeek's MLA.
+  Status (*custom_attention)(const Model& m, LayerWeights& lw, int l) = nullptr;
+  bool rope_freqs = false;                          // rope_freqs [n_rot / 2], optional (Llama 3)
+  const char* ffn_norm = "blk.%d.ffn_norm.weight";  // [n_embd]
+  bool experts = false;   // routed experts (below) instead of the dense FFN
+  int n_dense_lead = 0;   // with experts: the first layers keep the dense FFN (DeepSeek)
+  ExpertTable expert;
+};
+Status bind_decoder(const Model& m, ModelWeights& w, const DecoderTable& t);
+
 }  // namespace kestrel

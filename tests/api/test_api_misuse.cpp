@@ -418,6 +418,53 @@ void chat_cases(std::vector<Case>& cs) {
     o.template_source = "{{ messages[0]['content'] }}";
     return kestrel_chat_format(e.model, kMessages, &o, b, cap, len);
   });
+
+  const std::string T = "kestrel_chat_tokenize";
+  cs.push_back({T, "NULL model", INVALID, [](Env&) {
+                  kestrel_token t[8];
+                  size_t n = 0;
+                  return kestrel_chat_tokenize(nullptr, "<s>hi", 5, t, 8, &n);
+                }});
+  cs.push_back({T, "NULL text, length 5", INVALID, [](Env& e) {
+                  kestrel_token t[8];
+                  size_t n = 0;
+                  return kestrel_chat_tokenize(e.model, nullptr, 5, t, 8, &n);
+                }});
+  cs.push_back({T, "NULL text, length 0", OK, [](Env& e) {
+                  kestrel_token t[8];
+                  size_t n = 0;
+                  const kestrel_status st = kestrel_chat_tokenize(e.model, nullptr, 0, t, 8, &n);
+                  return st == OK ? expect(n == 1 && t[0] == kestrel_model_token_bos(e.model)) : st;  // BOS only
+                }});
+  cs.push_back({T, "NULL n_tokens", INVALID, [](Env& e) {
+                  kestrel_token t[8];
+                  return kestrel_chat_tokenize(e.model, "<s>hi", 5, t, 8, nullptr);
+                }});
+  cs.push_back({T, "NULL tokens, cap 64", INVALID, [](Env& e) {
+                  size_t n = 0;
+                  return kestrel_chat_tokenize(e.model, "<s>hi", 5, nullptr, 64, &n);
+                }});
+  cs.push_back({T, "sizing call (NULL, 0)", SMALL, [](Env& e) {
+                  size_t n = 0;
+                  const kestrel_status st = kestrel_chat_tokenize(e.model, "<s>Once upon", 12, nullptr, 0, &n);
+                  return st == SMALL && n < 2 ? kWrong : st;
+                }});
+  cs.push_back({T, "cap 1", SMALL, [](Env& e) {
+                  kestrel_token t[1];
+                  size_t n = 0;
+                  return kestrel_chat_tokenize(e.model, "<s>Once upon a time", 19, t, 1, &n);
+                }});
+  cs.push_back({T, "invalid UTF-8 text", OK, [](Env& e) {
+                  kestrel_token t[64];
+                  size_t n = 0;
+                  return kestrel_chat_tokenize(e.model, "\xff\xfe\xc0\x80\xed\xa0\x80", 7, t, 64, &n);
+                }});
+  cs.push_back({T, "text of BOS texts only", OK, [](Env& e) {
+                  kestrel_token t[8];
+                  size_t n = 0;
+                  const kestrel_status st = kestrel_chat_tokenize(e.model, "<s><s>", 6, t, 8, &n);
+                  return st == OK ? expect(n == 2) : st;  // one of the three BOS dropped
+                }});
 }
 
 // n_ctx / n_batch / n_seq_max / n_threads: every out-of-range value refused with a message.

@@ -1,5 +1,6 @@
 // kestrel_chat_format through the C API: template sources (caller, GGUF key, fallback), BOS/EOS
-// defaults, buffers and error statuses, and `kestrel template` through the CLI binary.
+// defaults, buffers and error statuses, and `kestrel template` through the CLI binary;
+// kestrel_chat_tokenize's single BOS.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/testdata.h"
 #include "kestrel.h"
@@ -150,6 +153,52 @@ TEST_CASE("kestrel_chat_format: the model's template and BOS/EOS, or the fallbac
     CHECK(format(m, "[]", &o).text == "");
     kestrel_model_free(m);
   }
+}
+
+namespace {
+// kestrel_tokenize (add_special, parse_special) or kestrel_chat_tokenize of text.
+std::vector<kestrel_token> tokens_of(const kestrel_model* m, const std::string& text, bool chat) {
+  std::vector<kestrel_token> ids(text.size() + 8);
+  size_t n = 0;
+  const kestrel_status st = chat ? kestrel_chat_tokenize(m, text.data(), text.size(), ids.data(), ids.size(), &n)
+                                 : kestrel_tokenize(m, text.data(), text.size(), true, true, ids.data(), ids.size(), &n);
+  REQUIRE(st == KESTREL_OK);
+  ids.resize(n);
+  return ids;
+}
+}  // namespace
+
+TEST_CASE("kestrel_chat_tokenize: one BOS when the template writes it and the vocabulary adds it") {
+  const std::string stories = kestrel::test::testdata_file("models/stories260K-f32.gguf");
+  if (stories.empty()) return;
+  kestrel_model* m = load_vocab(stories);
+  const kestrel_token bos = kestrel_model_token_bos(m);
+  REQUIRE(bos >= 0);
+  kestrel_chat_options o;
+  kestrel_chat_options_init(&o);
+  o.template_source = "{{ bos_token }}{{ messages[1].content }}";
+  const Rendered r = format(m, kMessages, &o);
+  REQUIRE(r.status == KESTREL_OK);
+  CHECK(r.text == "<s>Hi ✓");
+  const std::vector<kestrel_token> plain = tokens_of(m, r.text, false), chat = tokens_of(m, r.text, true);
+  REQUIRE(plain.size() >= 3);
+  CHECK((plain[0] == bos && plain[1] == bos));  // the vocabulary's BOS and the template's
+  CHECK(chat == std::vector<kestrel_token>(plain.begin() + 1, plain.end()));
+  CHECK(chat[1] != bos);
+  // The fallback writes no BOS: the vocabulary's one stays, nothing is dropped.
+  o.template_source = nullptr;
+  const std::string fallback = format(m, kMessages, &o).text;
+  CHECK(tokens_of(m, fallback, true) == tokens_of(m, fallback, false));
+  CHECK(tokens_of(m, fallback, true)[0] == bos);
+  kestrel_model_free(m);
+  // A vocabulary that adds no BOS (Qwen2): exactly kestrel_tokenize with control text parsed.
+  const std::string qwen2 = kestrel::test::testdata_file("tokenizer/ggml-vocab-qwen2.gguf");
+  if (qwen2.empty()) return;
+  m = load_vocab(qwen2);
+  const std::string im = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  CHECK(tokens_of(m, im, true) == tokens_of(m, im, false));
+  CHECK(tokens_of(m, im, true).size() < 12);  // the control tokens were parsed
+  kestrel_model_free(m);
 }
 
 TEST_CASE("kestrel template: the CLI prints the rendering exactly, or a one-line error") {

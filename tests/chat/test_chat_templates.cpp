@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
+#include "chat/chat_template.h"
 #include "common/testdata.h"
-#include "tokenizer/chat_template.h"
 
 using kestrel::ChatInputs;
 using kestrel::ChatTemplate;

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 using kestrel::ChatInputs;
 using kestrel::ChatTemplate;

@@ -1,4 +1,4 @@
-// Chat-template resource limits (runtime/tokenizer/jinja/limits.h). A template comes with the
+// Chat-template resource limits (runtime/chat/jinja/limits.h). A template comes with the
 // model file, so it is untrusted: every operation whose output size or work it controls must be
 // checked BEFORE allocating or looping. Each hostile template below used to allocate gigabytes
 // (a format width of 2e9 became a 2 GB padding string) or run for minutes; now it fails at once
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 using kestrel::ChatInputs;
 using kestrel::ChatTemplate;

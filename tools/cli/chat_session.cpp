@@ -47,14 +47,6 @@ std::string ChatSession::render() const {
   return out;
 }
 
-std::vector<kestrel_token> ChatSession::tokenize_prompt(const std::string& text) const {
-  // Templates usually write the BOS text themselves; the vocabulary may add one too: keep one.
-  std::vector<kestrel_token> ids = tokenize(model_, text, /*add_special=*/true, /*parse_special=*/true);
-  const kestrel_token bos = kestrel_model_token_bos(model_);
-  if (ids.size() >= 2 && ids[0] == bos && ids[1] == bos) ids.erase(ids.begin());
-  return ids;
-}
-
 int32_t ChatSession::sync_cache(const std::vector<kestrel_token>& prompt) {
   size_t common = 0;
   while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
@@ -76,12 +68,12 @@ ChatTurnStats ChatSession::reply(const std::string& user, const std::function<vo
     const int32_t n_ctx = static_cast<int32_t>(kestrel_context_n_ctx(ctx_));
     // Room for a reply: the token limit, or a quarter of the context when unlimited.
     const int32_t reserve = std::min(max_reply_tokens_ > 0 ? max_reply_tokens_ : n_ctx / 4, n_ctx / 2);
-    std::vector<kestrel_token> prompt = tokenize_prompt(render());
+    std::vector<kestrel_token> prompt = chat_tokenize(model_, render());
     // Leave out the oldest turns until the conversation fits (the new message always stays).
     while (static_cast<int32_t>(prompt.size()) + reserve > n_ctx && messages_.size() > 1) {
       messages_.erase(messages_.begin());
       ++st.dropped_messages;
-      prompt = tokenize_prompt(render());
+      prompt = chat_tokenize(model_, render());
     }
     if (static_cast<int32_t>(prompt.size()) + 1 > n_ctx)
       throw Error(KESTREL_ERR_CONTEXT_FULL, "the message needs " + std::to_string(prompt.size()) +

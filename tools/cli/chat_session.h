@@ -38,8 +38,7 @@ class ChatSession {
   void reset();
 
  private:
-  std::string render() const;
-  std::vector<kestrel_token> tokenize_prompt(const std::string& text) const;
+  std::string render() const;  // the conversation through the template (chat_tokenize it)
   int32_t sync_cache(const std::vector<kestrel_token>& prompt);  // returns tokens reused
 
   kestrel_model* model_;

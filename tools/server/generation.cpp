@@ -72,22 +72,22 @@ std::optional<ApiError> render_chat(const kestrel_model* model, const std::strin
   return library_error(400, "messages");
 }
 
+}  // namespace
+
 std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenRequest& req,
                                       std::vector<kestrel_token>* tokens) {
   std::string rendered;
   if (req.chat) {
     if (auto e = render_chat(model, req.messages_json, &rendered)) return e;
   }
-  const std::string& prompt = req.chat ? rendered : req.prompt;
   try {
-    // A rendered template holds special-token text (<|im_start|>...); a raw prompt is plain text.
-    *tokens = tokenize(model, prompt, true, req.chat);
+    // A rendered template holds special-token text (<|im_start|>..., often BOS); a raw prompt is plain text.
+    *tokens = req.chat ? chat_tokenize(model, rendered) : tokenize(model, req.prompt, true, false);
   } catch (const Error& e) {
     ApiError a = status_error(400, e.what());
     a.param = req.chat ? "messages" : "prompt";
     return a;
   }
-  if (tokens->size() >= 2 && (*tokens)[0] == (*tokens)[1]) tokens->erase(tokens->begin());  // template wrote BOS too
   if (tokens->empty()) {
     ApiError a = status_error(400, "The prompt is empty");
     a.param = "prompt";
@@ -96,12 +96,10 @@ std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenReque
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<ApiError> start_generation(const kestrel_model* model, kestrel_engine* engine, const GenRequest& req,
+std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedRequest& prepared,
                                          std::shared_ptr<Generation>* out) {
-  std::vector<kestrel_token> tokens;
-  if (auto e = prompt_tokens(model, req, &tokens)) return e;
+  const GenRequest& req = prepared.req;
+  const std::vector<kestrel_token>& tokens = prepared.prompt;
   GenParams gp = req.params;
   std::vector<const char*> stops;
   for (const auto& s : gp.stop) stops.push_back(s.c_str());

@@ -1,5 +1,5 @@
-// One generation request between the engine and the HTTP side of `kestrel serve`: building it
-// (chat template, tokenize, submit) and the output the engine's callbacks leave for the reply.
+// One generation request between the engine and the HTTP side of `kestrel serve`: its prompt
+// (chat template, tokenize), submitting it, and the output the engine's callbacks leave for the reply.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kestrel.h"
 #include "server/openai_api.h"
@@ -34,9 +35,20 @@ struct Generation {
   bool is_done();
 };
 
-// Renders the chat template (chat) or takes the prompt, tokenizes it and submits it to the
-// engine. On success *out is running; every refusal is an ApiError (400, 503 when shutting down).
-std::optional<ApiError> start_generation(const kestrel_model* model, kestrel_engine* engine, const GenRequest& req,
+// A request ready for the engine: what the client asked for and its prompt tokens.
+struct PreparedRequest {
+  GenRequest req;
+  std::vector<kestrel_token> prompt;
+};
+
+// Renders the chat template (chat) or takes the prompt, and tokenizes it (kestrel_chat_tokenize
+// for a rendered chat: one BOS). A refusal is an ApiError (400 naming messages or prompt).
+std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenRequest& req,
+                                      std::vector<kestrel_token>* tokens);
+
+// Submits the prompt to the engine. On success *out is running; every refusal is an ApiError
+// (400, 503 when shutting down).
+std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedRequest& prepared,
                                          std::shared_ptr<Generation>* out);
 
 }  // namespace kestrel::server

@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -71,7 +72,10 @@ class Server {
   void track(const std::shared_ptr<Generation>& g);
   void cancel_all();
 
+  // POST /v1/chat/completions and /v1/completions: build_request, then respond.
   void generate(const http::Request& req, http::Response& res, bool chat);
+  std::optional<ApiError> build_request(const http::Request& req, bool chat, PreparedRequest* out);
+  void respond(const PreparedRequest& pr, http::Response& res);
   void chat(const http::Request& req, http::Response& res) { generate(req, res, true); }
   void completions(const http::Request& req, http::Response& res) { generate(req, res, false); }
   void models(const http::Request& req, http::Response& res);
@@ -157,22 +161,33 @@ bool Server::pre_route(const http::Request& req, http::Response& res) {
 }
 
 void Server::generate(const http::Request& req, http::Response& res, bool chat) {
-  GenRequest gr;
-  if (auto e = parse_generation_request(req.body, chat, env_, &gr)) return reply_error(res, *e);
+  PreparedRequest pr;
+  if (auto e = build_request(req, chat, &pr)) return reply_error(res, *e);
+  respond(pr, res);
+}
+
+// The body parsed, the chat template rendered and the prompt tokenized: nothing submitted yet.
+std::optional<ApiError> Server::build_request(const http::Request& req, bool chat, PreparedRequest* out) {
+  if (auto e = parse_generation_request(req.body, chat, env_, &out->req)) return e;
+  return prompt_tokens(model_, out->req, &out->prompt);
+}
+
+// Submits the prepared request, then replies: one completion object, or the SSE stream.
+void Server::respond(const PreparedRequest& pr, http::Response& res) {
   std::shared_ptr<Generation> g;
-  if (auto e = start_generation(model_, engine_, gr, &g)) return reply_error(res, *e);
+  if (auto e = start_generation(engine_, pr, &g)) return reply_error(res, *e);
   track(g);
   ReplyMeta meta;
-  meta.id = random_id(chat ? "chatcmpl" : "cmpl");
+  meta.id = random_id(pr.req.chat ? "chatcmpl" : "cmpl");
   meta.created = now_s();
   meta.model = opts_.model_id;
-  meta.chat = chat;
-  if (!gr.params.stream) {
+  meta.chat = pr.req.chat;
+  if (!pr.req.params.stream) {
     reply_whole(*g, meta, res);
     if (res.status != 200) ++n_errors_;
     return;
   }
-  reply_streamed(std::move(g), meta, gr.params.include_usage, enter(), res);
+  reply_streamed(std::move(g), meta, pr.req.params.include_usage, enter(), res);
 }
 
 void Server::models(const http::Request&, http::Response& res) {

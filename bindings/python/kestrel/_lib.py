@@ -91,6 +91,7 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     # chat
     "kestrel_chat_options_init": (None, [_P(S.ChatOptions)]),
     "kestrel_chat_format": (S.c_enum, [_model, c_char_p, _P(S.ChatOptions), _P(c_char), c_size_t, _P(c_size_t)]),
+    "kestrel_chat_tokenize": (S.c_enum, [_model, _P(c_char), c_size_t, _tok_p, c_size_t, _P(c_size_t)]),
     # context
     "kestrel_context_options_init": (None, [_P(S.ContextOptions)]),
     "kestrel_context_new": (S.c_enum, [_model, _P(S.ContextOptions), _P(c_void_p)]),

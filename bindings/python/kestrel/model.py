@@ -153,18 +153,33 @@ class Model:
             parse_special: match control-token text such as ``<s>`` (else it is plain text).
         """
         raw = text.encode("utf-8")
+        return self._read_tokens(
+            "kestrel_tokenize", len(raw) + 8,
+            lambda ptr, b, c, n: lib().kestrel_tokenize(ptr, raw, len(raw), add_special, parse_special, b, c, n))
+
+    def chat_tokenize(self, text: str) -> list[int]:
+        """Token ids of a rendered chat prompt (``chat_template``'s text): control-token text
+        parsed, BOS added as the vocabulary asks, and one BOS kept when the template wrote its
+        own too (``kestrel_chat_tokenize``, as ``kestrel chat`` and the server do)."""
+        raw = text.encode("utf-8")
+        return self._read_tokens(
+            "kestrel_chat_tokenize", len(raw) + 8,
+            lambda ptr, b, c, n: lib().kestrel_chat_tokenize(ptr, raw, len(raw), b, c, n))
+
+    def _read_tokens(self, fn: str, cap: int, call: Callable[..., int]) -> list[int]:
+        """Calls ``call(model, buf, cap, byref(n))`` (a (tokens, cap, *n) function), again with
+        the size it asked for if the first buffer was too small."""
         n = ctypes.c_size_t()
-        cap = len(raw) + 8
         for _ in range(2):
             buf = (S.c_token * cap)()
             with self._use() as ptr:
-                st = lib().kestrel_tokenize(ptr, raw, len(raw), add_special, parse_special, buf, cap, ctypes.byref(n))
+                st = call(ptr, buf, cap, ctypes.byref(n))
             if st == S.Status.ERR_BUFFER_TOO_SMALL:
                 cap = n.value
                 continue
             check(st)
             return list(buf[: n.value])
-        raise KestrelError(S.Status.ERR_BUFFER_TOO_SMALL, "kestrel_tokenize: the token count changed")
+        raise KestrelError(S.Status.ERR_BUFFER_TOO_SMALL, f"{fn}: the token count changed")
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = False) -> str:
         """The text of ``tokens`` (invalid UTF-8 becomes U+FFFD)."""
@@ -286,15 +301,7 @@ class Model:
         return _stream(req)
 
     def _chat_prompt(self, messages: Messages, template: Optional[str], tools: Any, extra: Mapping[str, Any]) -> list[int]:
-        text = self.chat_template(messages, True, template=template, tools=tools, **extra)
-        # Templates usually write the BOS text themselves (parsed as the special token), the
-        # fallback does not and the vocabulary may add one too: keep exactly one, as
-        # `kestrel chat` and llama.cpp's server do.
-        ids = self.tokenize(text, add_special=True, parse_special=True)
-        bos = self.bos
-        if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
-            del ids[0]
-        return ids
+        return self.chat_tokenize(self.chat_template(messages, True, template=template, tools=tools, **extra))
 
     def chat(
         self,

@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/chat_template.h"
-#include "tokenizer/jinja/limits.h"
+#include "chat/chat_template.h"
+#include "chat/jinja/limits.h"
 
 using kestrel::ChatInputs;
 using kestrel::ChatTemplate;

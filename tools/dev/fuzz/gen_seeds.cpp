@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "fuzz_vocabs.h"
 #include "model/synth.h"
-#include "tokenizer/chat_template.h"
 
 using namespace kestrel;
 

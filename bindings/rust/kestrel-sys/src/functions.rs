@@ -89,6 +89,14 @@ extern "C" {
         cap: usize,
         len: *mut usize,
     ) -> kestrel_status;
+    pub fn kestrel_chat_tokenize(
+        model: *const kestrel_model,
+        text: *const c_char,
+        text_len: usize,
+        tokens: *mut kestrel_token,
+        cap: usize,
+        n_tokens: *mut usize,
+    ) -> kestrel_status;
 
     // ---- context ----
     pub fn kestrel_context_options_init(opts: *mut kestrel_context_options);

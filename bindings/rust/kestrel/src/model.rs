@@ -170,18 +170,19 @@ impl Model {
         self.stream_tokens(&tokens, options)
     }
 
-    /// The prompt tokens of a conversation: rendered with a generation prompt, tokenized with
-    /// control-token text parsed and BOS added as the vocabulary asks, keeping one BOS when the
-    /// template wrote its own (as `kestrel chat` does).
+    /// The prompt tokens of a conversation: rendered with a generation prompt, then
+    /// [`Model::chat_tokenize`]d.
     pub fn chat_tokens(&self, chat: &Chat) -> Result<Vec<i32>> {
-        let prompt = chat.render(Some(self), true)?;
-        let mut tokens = self.tokenize(&prompt, true, true)?;
-        if let Some(bos) = self.token_bos() {
-            if tokens.len() >= 2 && tokens[0] == bos && tokens[1] == bos {
-                tokens.remove(0);
-            }
-        }
-        Ok(tokens)
+        self.chat_tokenize(&chat.render(Some(self), true)?)
+    }
+
+    /// The tokens of a rendered chat prompt: control-token text parsed, BOS added as the
+    /// vocabulary asks, and one BOS kept when the template wrote its own too (as `kestrel chat`
+    /// does).
+    pub fn chat_tokenize(&self, prompt: &str) -> Result<Vec<i32>> {
+        read_vec(prompt.len() + 4, |buf, cap, len| unsafe {
+            sys::kestrel_chat_tokenize(self.as_ptr(), prompt.as_ptr() as *const _, prompt.len(), buf, cap, len)
+        })
     }
 
     /// The model's engine, created on first use.

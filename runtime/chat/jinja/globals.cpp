@@ -2,7 +2,7 @@
 // dict, namespace, cycler and joiner, plus HF's raise_exception and strftime_now.
 #include <cstdio>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 namespace {

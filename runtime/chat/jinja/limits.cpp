@@ -1,9 +1,9 @@
 // The render budget (see limits.h): one per rendering thread, checked before work and allocation.
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/limits.h"
 
 #include <utility>
 
-#include "tokenizer/jinja/error.h"
+#include "chat/jinja/error.h"
 
 namespace kestrel::jinja {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/interpreter.h"
+#include "chat/jinja/ast.h"
+#include "chat/jinja/interpreter.h"
 
 namespace kestrel::jinja {
 

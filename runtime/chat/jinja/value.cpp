@@ -1,5 +1,5 @@
 // Python semantics of jinja::Value: truth, str/repr, equality, ordering, iteration, UTF-8.
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,7 +1,7 @@
 // Python's binary operators, `in` and slicing on jinja::Value.
 #include <cmath>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 namespace {

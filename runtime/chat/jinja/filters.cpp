@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja/builtins.h"
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/builtins.h"
+#include "chat/jinja/parser.h"
 
 namespace kestrel::jinja {
 namespace {

@@ -1,9 +1,9 @@
 // The interpreter (see interpreter.h): statements, expressions, scoping, macros, loops, limits.
-#include "tokenizer/jinja/interpreter.h"
+#include "chat/jinja/interpreter.h"
 
 #include <utility>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 

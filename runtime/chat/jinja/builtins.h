@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja/interpreter.h"
+#include "chat/jinja/interpreter.h"
 
 namespace kestrel::jinja {
 

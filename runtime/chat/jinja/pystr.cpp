@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 

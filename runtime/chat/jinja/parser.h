@@ -5,7 +5,7 @@
 #pragma once
 #include <string_view>
 
-#include "tokenizer/jinja/ast.h"
+#include "chat/jinja/ast.h"
 
 namespace kestrel::jinja {
 

@@ -1,15 +1,15 @@
 // The Jinja lexer (see lexer.h). It follows Jinja2 3.1's lexer rules: the root state looks for the
 // next "{{", "{%" or "{#"; inside a tag, the end delimiter is only recognized while no bracket is
 // open; whitespace control is applied to the data token before each tag.
-#include "tokenizer/jinja/lexer.h"
+#include "chat/jinja/lexer.h"
 
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/error.h"
+#include "chat/jinja/value.h"
 
 namespace kestrel::jinja {
 namespace {

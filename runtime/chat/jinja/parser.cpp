@@ -1,11 +1,11 @@
 // The Jinja parser (see parser.h). The structure mirrors Jinja2's parser.py so that precedence,
 // tuple handling, test arguments and slices behave the same.
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/parser.h"
 
 #include <algorithm>
 #include <initializer_list>
 
-#include "tokenizer/jinja/lexer.h"
+#include "chat/jinja/lexer.h"
 
 namespace kestrel::jinja {
 namespace {

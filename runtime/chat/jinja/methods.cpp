@@ -4,7 +4,7 @@
 // ImmutableSandboxedEnvironment.
 #include <algorithm>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 namespace {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/error.h"
+#include "chat/jinja/limits.h"
 
 namespace kestrel::jinja {
 

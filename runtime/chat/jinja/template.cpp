@@ -1,6 +1,6 @@
-#include "tokenizer/jinja/template.h"
+#include "chat/jinja/template.h"
 
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/parser.h"
 
 namespace kestrel::jinja {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 namespace kestrel::jinja {
 namespace {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja/ast.h"
+#include "chat/jinja/ast.h"
 
 namespace kestrel::jinja {
 

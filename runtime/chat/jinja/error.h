@@ -1,4 +1,4 @@
-// Errors of the Jinja interpreter. Inside runtime/tokenizer/jinja/ a failure travels as a
+// Errors of the Jinja interpreter. Inside runtime/chat/jinja/ a failure travels as a
 // TemplateError exception (a template can fail at any depth of any expression, and threading a
 // status through every evaluation would triple the code); Template::parse and Template::render
 // catch it, so it never leaves this folder.

@@ -1,5 +1,5 @@
 // Tree queries the parser needs.
-#include "tokenizer/jinja/ast.h"
+#include "chat/jinja/ast.h"
 
 namespace kestrel::jinja {
 namespace {

@@ -1,6 +1,6 @@
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
-#include "tokenizer/jinja/template.h"
+#include "chat/jinja/template.h"
 
 namespace kestrel {
 namespace {

@@ -2,8 +2,8 @@
 // an integer and a number; strings and dicts are sequences; undefined is iterable.
 #include <cmath>
 
-#include "tokenizer/jinja/builtins.h"
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/builtins.h"
+#include "chat/jinja/parser.h"
 
 namespace kestrel::jinja {
 namespace {
