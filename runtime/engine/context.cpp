@@ -68,17 +68,17 @@ Context::~Context() {
 // A two-token step (one logits row, so the output selection is in it too) built and not run:
 // every node must have a kernel on the device, or the context is refused naming the first.
 Status Context::check_supported() {
-  const int32_t toks[2] = {0, 0}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1}, out_row = 1;
+  const int32_t n = kv_->n_cells() >= 2 ? 2 : 1;  // a one-cell context: one token
+  const int32_t toks[2] = {0, 0}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1}, out_row = n - 1;
   std::vector<int32_t> attn;
-  kv_->pack_attention_batch(pos, seq, &attn);
+  kv_->pack_attention_batch(std::span<const int32_t>(pos, n), std::span<const int32_t>(seq, n), &attn);
   ForwardBatch fb;
-  fb.n_tokens = kv_->n_cells() >= 2 ? 2 : 1;
-  fb.tokens = std::span<const int32_t>(toks, fb.n_tokens);
-  fb.positions = std::span<const int32_t>(pos, fb.n_tokens);
-  fb.slots = std::span<const int32_t>(slots, fb.n_tokens);
+  fb.n_tokens = n;
+  fb.tokens = std::span<const int32_t>(toks, n);
+  fb.positions = std::span<const int32_t>(pos, n);
+  fb.slots = std::span<const int32_t>(slots, n);
   fb.attn = attn;
   fb.output_rows = std::span<const int32_t>(&out_row, 1);
-  if (fb.n_tokens == 1) fb.output_rows = std::span<const int32_t>(slots, 1);
   Graph g;
   Builder b(g, model_, *kv_, fb);
   model_.arch().forward(b);

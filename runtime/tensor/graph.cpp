@@ -101,12 +101,12 @@ Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor*
   Node n;
   n.op = op;
   n.params = default_params(op);
-  n.src[4] = s4;
   n.dst = dst;
   n.src[0] = s0;
   n.src[1] = s1;
   n.src[2] = s2;
   n.src[3] = s3;
+  n.src[4] = s4;
   nodes_.push_back(n);
   return nodes_.back();
 }
