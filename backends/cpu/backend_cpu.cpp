@@ -1,6 +1,8 @@
 // The CPU backend: the device places the weights (weights_cpu.h: huge pages, rows regrouped for
 // the SIMD kernels); each context's executor has its own thread pool and runs row-parallel ops,
 // the SIMD matmuls (dispatched once per CPU) and attention.
+#include <system_error>
+
 #include "backends/host_backend.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/moe.h"

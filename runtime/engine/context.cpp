@@ -82,13 +82,13 @@ Status Context::check_supported() {
   Graph g;
   Builder b(g, model_, *kv_, fb);
   model_.arch().forward(b);
-  for (const Node& n : g.nodes()) {
-    if (device().supports(n)) continue;
+  for (const Node& node : g.nodes()) {
+    if (device().supports(node)) continue;
     std::string types;
-    for (const Tensor* t : n.src)
+    for (const Tensor* t : node.src)
       if (t) types += std::string(types.empty() ? "" : ", ") + dtype_name(t->type) + (t->layout ? " (placed layout)" : "");
     return Error(KESTREL_ERR_UNSUPPORTED, "context: backend '" + device().info().name + "' has no kernel for " +
-                                              op_name(n.op) + " on " + types + " (" + model_.hparams().arch + ")");
+                                              op_name(node.op) + " on " + types + " (" + model_.hparams().arch + ")");
   }
   return Status::Ok();
 }
