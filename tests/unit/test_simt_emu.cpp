@@ -55,6 +55,16 @@ __global__ void warp_max_xor(const float* x, float* out) {
   out[threadIdx.x] = v;
 }
 
+// Sums over segments of 16 lanes (xor, width 16), then lane 3 of each 8-lane segment broadcast
+// (idx, width 8), and each lane's own id.
+__global__ void segments(const int* x, int* sum16, int* bcast8, unsigned* lanes) {
+  int v = x[threadIdx.x];
+  for (int m = 8; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m, 16);
+  sum16[threadIdx.x] = v;
+  bcast8[threadIdx.x] = __shfl_sync(0xffffffffu, x[threadIdx.x], 3, 8);
+  lanes[threadIdx.x] = kestrel::cuda_emu::lane_id();
+}
+
 __global__ void votes(const int* x, unsigned* ballot, int* any, int* all) {
   const int p = x[threadIdx.x] > 0;
   const unsigned b = __ballot_sync(0xffffffffu, p);
@@ -152,6 +162,16 @@ TEST_CASE("SIMT emulator: warp shuffles (up, down, xor) and votes, full and part
   for (size_t i = 0; i < 32; ++i) CHECK(mx[i] == *std::max_element(f.begin(), f.begin() + 32));
   // The partial warp (lanes 32-39): partners that do not exist give the lane its own value.
   for (size_t i = 32; i < 40; ++i) CHECK(mx[i] == *std::max_element(f.begin() + 32, f.end()));
+
+  std::vector<int> sum16(64), bcast8(64);
+  std::vector<unsigned> lanes(64);
+  REQUIRE(launch_kernel(segments, dim3(1), dim3(64), 0, x.data(), sum16.data(), bcast8.data(), lanes.data()) == "");
+  for (size_t i = 0; i < 64; ++i) {
+    const size_t s16 = i - i % 16, s8 = i - i % 8;
+    CHECK(sum16[i] == std::accumulate(x.begin() + static_cast<long>(s16), x.begin() + static_cast<long>(s16 + 16), 0));
+    CHECK(bcast8[i] == x[s8 + 3]);
+    CHECK(lanes[i] == i % 32);
+  }
 
   std::vector<int> p(64, 1);
   p[3] = 0;

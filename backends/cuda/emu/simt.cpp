@@ -233,9 +233,11 @@ uint32_t warp_ballot(bool pred) {
   return bits;
 }
 
+// As the CUDA guide says: with width < 32 a lane may read earlier segments, not later ones (it
+// gets its own value).
 unsigned src_xor(unsigned lane, unsigned mask, unsigned width) {
-  const unsigned seg = lane - lane % width, t = lane ^ mask;
-  return t >= seg + width || t < seg ? lane : t;  // outside the lane's segment: its own value
+  const unsigned seg = lane - lane % width, t = (lane ^ mask) % 32;
+  return t >= seg + width ? lane : t;
 }
 unsigned src_down(unsigned lane, unsigned delta, unsigned width) {
   const unsigned seg = lane - lane % width;
