@@ -18,6 +18,7 @@ from hostile_common import Reply, Results, Server, error_problem, http, log, mod
 
 N_CLIENTS = 8
 DRAIN_S = 1.5  # the streams are sized to need about this long after SIGTERM at the measured speed
+MAX_TOKENS = 1024
 
 
 def banned_ids(model):
@@ -41,7 +42,8 @@ def stream_tokens(srv, bias):
     for t in threads:
         t.join()
     per_stream = 32 / max(1e-3, time.monotonic() - t0)
-    n = int(min(2000, max(32, per_stream * DRAIN_S)))
+    # At most 1024: attention over a long sequence makes later tokens slower than the 32 measured.
+    n = int(min(MAX_TOKENS, max(32, per_stream * DRAIN_S)))
     log(f"  {per_stream:.0f} tokens/s per stream with {N_CLIENTS} streams: max_tokens {n}")
     return n
 
@@ -51,7 +53,10 @@ def main():
     res = Results("sigterm")
     cat = "sigterm"
     t0 = time.monotonic()
-    srv = Server(model, ["--parallel", str(N_CLIENTS)], results=res)
+    # KV room for every stream at MAX_TOKENS: without it the engine preempts and recomputes streams
+    # during the drain, which then takes many times DRAIN_S (past the 30 s drain deadline once, on a
+    # loaded CI machine, at max_tokens 1219 with the model's 4096 cells for 8 streams).
+    srv = Server(model, ["--parallel", str(N_CLIENTS), "-c", str(N_CLIENTS * (MAX_TOKENS + 64))], results=res)
     bias = {str(i): -100 for i in banned_ids(model)}
     results = [None] * N_CLIENTS
     started = [threading.Event() for _ in range(N_CLIENTS)]
