@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backends/backend.h"
+#include "backends/cpu/repacked.h"
 #include "op_case.h"
 
 using namespace kestrel;
@@ -23,6 +24,36 @@ TEST_CASE("GET_ROWS: every type") {
     Tensor* dst = output(c, 256, 5);
     c.g.add(Op::GET_ROWS, dst, c.g.external(table), ids);
     check_case(c);
+  }
+}
+
+// The CPU places Q4_0, Q4_K and Q8_0 matrices regrouped by eight rows (Tensor::layout); a tied
+// embedding table is then gathered from that layout (cpu::get_rows_grouped): the same rows, bit for
+// bit, as the reference reading the file layout.
+TEST_CASE("GET_ROWS: a table in the CPU's grouped layout gives the file layout's rows") {
+  std::mt19937 rng(12);
+  for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
+    CAPTURE(dtype_name(type));
+    const int64_t K = 512, N = 24;
+    REQUIRE(cpu::grouped_fits(type, K, N));
+    Buffers buf;
+    Tensor plain = buf.tensor(type, K, N), grouped = buf.tensor(type, K, N);
+    fill_random_weights(plain, rng);
+    cpu::to_grouped(type, static_cast<const uint8_t*>(plain.data), K, N, static_cast<uint8_t*>(grouped.data));
+    grouped.layout = cpu::kLayoutGrouped8;
+    std::vector<int32_t> ids = {3, 0, 23, 8, 3, 17};
+    Tensor idt = make_tensor(DType::I32, 6, 1, 1, 1, ids.data());
+    std::vector<float> want, got;
+    for (bool use_grouped : {false, true}) {
+      Graph g;
+      Tensor* dst = g.external(buf.tensor(DType::F32, K, 6));
+      g.add(Op::GET_ROWS, dst, g.external(use_grouped ? grouped : plain), g.external(idt));
+      auto backend = use_grouped ? make_cpu_backend(2) : make_ref_backend();
+      REQUIRE(backend->device->supports(g.nodes()[0]));
+      run_graph(*backend, g);
+      (use_grouped ? got : want).assign(dst->f32(), dst->f32() + K * 6);
+    }
+    CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
   }
 }
 
