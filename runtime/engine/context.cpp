@@ -73,7 +73,6 @@ Status Context::check_supported() {
   std::vector<int32_t> attn;
   kv_->pack_attention_batch(std::span<const int32_t>(pos, n), std::span<const int32_t>(seq, n), &attn);
   ForwardBatch fb;
-  fb.n_tokens = n;
   fb.tokens = std::span<const int32_t>(toks, n);
   fb.positions = std::span<const int32_t>(pos, n);
   fb.slots = std::span<const int32_t>(slots, n);
@@ -170,13 +169,12 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   KS_RETURN_IF_ERROR(kv_->claim(tokens, pos, seq, &slots));
   kv_->pack_attention_batch(pos, seq, &attn);
   ForwardBatch fb;
-  fb.n_tokens = static_cast<int32_t>(tokens.size());
   fb.tokens = tokens;
   fb.positions = pos;
   fb.slots = slots;
   fb.attn = attn;
   // Steps without wanted logits still need a valid output row set: compute the last row only.
-  const int32_t last = fb.n_tokens - 1;
+  const int32_t last = fb.n_tokens() - 1;
   fb.output_rows = out_rows.empty() ? std::span<const int32_t>(&last, 1) : out_rows;
   fb.capture_hidden = hidden_out != nullptr;
 

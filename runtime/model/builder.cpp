@@ -27,7 +27,7 @@ Tensor* Builder::weight(const Tensor* w) {
 
 Tensor* Builder::embed(const Tensor* table) {
   Tensor* ids = input_i32(fb_.tokens);
-  Tensor* out = g_.intermediate(DType::F32, table->ne[0], fb_.n_tokens);
+  Tensor* out = g_.intermediate(DType::F32, table->ne[0], fb_.n_tokens());
   g_.add(Op::GET_ROWS, out, weight(table), ids);
   return out;
 }
@@ -77,7 +77,7 @@ void Builder::store_kv(const Tensor& cache, Tensor* x) {
 Tensor* Builder::attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o) {
   Tensor* kc = g_.external(kv_.k(layer));
   Tensor* vc = g_.external(kv_.v(layer));
-  Tensor* out = g_.intermediate(DType::F32, hd_v, q->ne[1], fb_.n_tokens);  // [hd_v, n_head, T]
+  Tensor* out = g_.intermediate(DType::F32, hd_v, q->ne[1], fb_.n_tokens());  // [hd_v, n_head, T]
   if (!attn_) attn_ = input_i32(fb_.attn);
   g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr, attn_).params = AttentionParams{
       .scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0])),
@@ -87,7 +87,7 @@ Tensor* Builder::attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptio
 }
 
 Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o) {
-  const int64_t T = fb_.n_tokens;
+  const int64_t T = fb_.n_tokens();
   store_kv(kv_.k(layer), g_.reshape(k, k->ne[0] * k->ne[1], T));
   store_kv(kv_.v(layer), g_.reshape(v, v->ne[0] * v->ne[1], T));
   Tensor* out = attend(layer, q, v->ne[0], o);
@@ -96,7 +96,7 @@ Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const Att
 
 Tensor* Builder::self_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o) {
   const HParams& h = hp();
-  const int64_t T = fb_.n_tokens;
+  const int64_t T = fb_.n_tokens();
   Tensor* q = g_.reshape(linear(lw.wq, x, lw.bq), h.head_dim_k, h.n_head, T);
   Tensor* k = g_.reshape(linear(lw.wk, x, lw.bk), h.head_dim_k, h.n_head_kv, T);
   Tensor* v = g_.reshape(linear(lw.wv, x, lw.bv), h.head_dim_v, h.n_head_kv, T);
@@ -118,7 +118,7 @@ Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, con
 }
 
 Tensor* Builder::select_outputs(Tensor* x) {
-  if (fb_.n_outputs() == fb_.n_tokens) return x;  // every row wanted (rows are in batch order)
+  if (fb_.n_outputs() == fb_.n_tokens()) return x;  // every row wanted (rows are in batch order)
   Tensor* ids = input_i32(fb_.output_rows);
   Tensor* y = g_.intermediate(DType::F32, x->ne[0], fb_.n_outputs());
   g_.add(Op::GET_ROWS, y, x, ids);

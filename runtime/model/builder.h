@@ -15,13 +15,13 @@ namespace kestrel {
 // copies each into an input tensor of the graph (Graph::input) and its image of the input region
 // (input_image()), which the step uploads with one write: the graph itself points at none of them.
 struct ForwardBatch {
-  int32_t n_tokens = 0;
   std::span<const int32_t> tokens;       // [n_tokens]
   std::span<const int32_t> positions;    // [n_tokens]
   std::span<const int32_t> slots;        // [n_tokens] KV cells claimed for the tokens
   std::span<const int32_t> attn;         // the packed AttentionBatch (KvCache::pack_attention_batch)
   std::span<const int32_t> output_rows;  // [n_outputs] batch rows whose logits are wanted
   bool capture_hidden = false;           // keep the output rows' final hidden states (hidden())
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_outputs() const { return static_cast<int32_t>(output_rows.size()); }
 };
 
@@ -61,7 +61,7 @@ class Builder {
   Graph& graph() { return g_; }
   const HParams& hp() const { return m_.hparams(); }
   const ModelWeights& w() const { return m_.weights(); }
-  int32_t n_tokens() const { return fb_.n_tokens; }
+  int32_t n_tokens() const { return fb_.n_tokens(); }
 
   Tensor* weight(const Tensor* w);  // wraps a model tensor for use in the graph (once)
   Tensor* embed(const Tensor* table);                      // [n_embd, T]

@@ -13,7 +13,7 @@ namespace kestrel {
 
 Tensor* Builder::mla_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o) {
   const HParams& h = hp();
-  const int64_t T = fb_.n_tokens, H = h.n_head, rope_d = h.rope.n_rot;
+  const int64_t T = fb_.n_tokens(), H = h.n_head, rope_d = h.rope.n_rot;
   const int64_t nope = h.head_dim_k_mla - rope_d, kvr = h.kv_lora_rank, vd = h.head_dim_v_mla;
   const size_t f = sizeof(float);
 
