@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 
 TESTDATA ?= ../shared/testdata
 FUZZ_SECONDS ?= 600
-.PHONY: all demo test asan fuzz clean
+.PHONY: all demo test asan emu fuzz clean
 all:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
@@ -17,13 +17,21 @@ demo: all
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder.
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder,
+# with the CUDA backend's kernels on the SIMT emulator (so out-of-bounds device accesses show).
 asan:
-	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DKESTREL_SANITIZE=ON -DKESTREL_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DKESTREL_SANITIZE=ON -DKESTREL_CUDA_EMULATE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+
+# The CUDA backend without a GPU: the .cu sources compiled as host C++ over the SIMT emulator
+# (backends/cuda/emu); the tests labelled cuda run it against the reference.
+emu:
+	cmake -S . -B build-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_CUDA_EMULATE=ON $(CMAKE_FLAGS)
+	cmake --build build-emu -j $(JOBS)
+	cd build-emu && ctest --output-on-failure -j $(JOBS) -L cuda
 
 # The libFuzzer targets (tools/dev/fuzz: clang, ASan + UBSan, build-fuzz), FUZZ_SECONDS each.
 fuzz:
 	tools/dev/fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-emu build-fuzz

@@ -22,6 +22,9 @@ struct BackendInfo {
   std::string name;    // "cpu", "ref", "cuda"
   std::string device;  // human-readable device description
   bool host_memory = true;  // its memory is host memory (the KV cache is checked against RAM)
+  // Device memory in bytes when host_memory is false (free when the device was opened).
+  uint64_t memory_total = 0;
+  uint64_t memory_free = 0;
 };
 
 // What Device::place_weights did (`kestrel info`'s memory.weights_bytes_placed / _regrouped).
@@ -62,6 +65,14 @@ class Device {
   // Names of the kernels this backend has (for `kestrel info` and tests).
   virtual std::vector<std::string> kernels() const = 0;
 
+  // Device-to-device copy bandwidth in GB/s, counting the bytes read and written, best of a few
+  // copies of `bytes`: a device backend's roofline (`kestrel bench`). Host backends: UNSUPPORTED
+  // (bench probes host reads itself).
+  virtual Expected<double> copy_bandwidth(size_t bytes) {
+    (void)bytes;
+    return Error(KESTREL_ERR_UNSUPPORTED, info().name + ": no device copy bandwidth probe");
+  }
+
   // A context's executor; n_threads is the CPU's worker count (ignored by device backends).
   virtual Expected<std::unique_ptr<Executor>> create_executor(int n_threads) = 0;
 };
@@ -75,6 +86,10 @@ class Executor {
   virtual Status run(Graph& g, size_t begin, size_t end) = 0;
   // Waits for the work run() queued (a no-op for host backends).
   virtual Status sync() { return Status::Ok(); }
+  // Copies ordered with this executor's work (a device backend queues them on its stream; read
+  // returns once the bytes are on the host). Default: the device's copies.
+  virtual Status write(void* dst, const void* src, size_t bytes) { return device().write(dst, src, bytes); }
+  virtual Status read(void* dst, const void* src, size_t bytes) { return device().read(dst, src, bytes); }
 };
 
 // backends/registry.cpp: "auto" picks the best available; "cpu"; "ref" (the scalar oracle);

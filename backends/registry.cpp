@@ -1,12 +1,13 @@
 // The only file with CUDA #ifs. Picks a backend by name; "auto" prefers a usable GPU and falls
 // back to the CPU with one log line saying why.
+#include <cstdlib>
 #include <mutex>
 
 #include "backends/backend.h"
 #include "core/log.h"
 
 #ifdef KESTREL_WITH_CUDA
-#include "backends/cuda/cuda_probe.h"
+#include "backends/cuda/backend_cuda.h"
 #endif
 
 namespace kestrel {
@@ -17,23 +18,16 @@ std::unique_ptr<Device> make_cpu_device();  // backends/cpu/backend_cpu.cpp
 namespace {
 
 #ifdef KESTREL_WITH_CUDA
-// Logs the CUDA situation once per process; true if a device is usable.
-bool cuda_usable() {
+// "auto": a real GPU when one is usable (never the emulator: it is a test tool), else the CPU,
+// logging once per process why the GPU was not taken.
+Expected<std::unique_ptr<Device>> auto_device() {
   static std::once_flag once;
-  static bool usable = false;
-  std::call_once(once, [] {
-    std::string why;
-    const int n = cuda::device_count(&why);
-    if (n == 0) {
-      KS_LOG_INFO("CUDA backend compiled, no device (%s): using CPU", why.c_str());
-    } else {
-      // The CUDA kernels arrive with the CUDA backend issue; until then the CPU runs the graph.
-      KS_LOG_INFO("CUDA device %s found, but this build has no CUDA kernels yet: using CPU",
-                  cuda::device_name().c_str());
-    }
-    usable = false;
-  });
-  return usable;
+  if (!cuda::emulated()) {
+    auto d = cuda::make_device();
+    if (d.ok()) return d;
+    std::call_once(once, [&] { KS_LOG_INFO("CUDA backend compiled, %s: using CPU", d.status().message().c_str()); });
+  }
+  return make_cpu_device();
 }
 #endif
 
@@ -51,15 +45,21 @@ Expected<std::unique_ptr<Device>> create_device(const std::string& name) {
   if (name == "cpu") return make_cpu_device();
   if (name == "ref") return make_ref_device();
   if (name == "auto" || name.empty()) {
+    // KESTREL_BACKEND names what "auto" means for this process (tests run the C API's default
+    // model options on the emulated GPU this way); an explicit name above or below wins.
+    if (const char* env = std::getenv("KESTREL_BACKEND"); env && *env && std::string(env) != "auto")
+      return create_device(env);
 #ifdef KESTREL_WITH_CUDA
-    cuda_usable();
-#endif
+    return auto_device();
+#else
     return make_cpu_device();
+#endif
   }
   if (name == "cuda") {
 #ifdef KESTREL_WITH_CUDA
-    cuda_usable();
-    return Error(KESTREL_ERR_UNSUPPORTED, "backend 'cuda': no usable CUDA device or kernels in this build");
+    auto d = cuda::make_device();
+    if (!d.ok()) return Error(d.status().code(), "backend 'cuda': " + d.status().message());
+    return d;
 #else
     return Error(KESTREL_ERR_UNSUPPORTED, "backend 'cuda': this build has no CUDA support");
 #endif

@@ -194,13 +194,13 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   }
   g.bind(arena_);
   // Every per-step input in one upload: the graph's leading input region.
-  KS_RETURN_IF_ERROR(device().write(arena_, b.input_image().data(), b.input_image().size()));
+  KS_RETURN_IF_ERROR(executor_->write(arena_, b.input_image().data(), b.input_image().size()));
   KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*executor_, g) : executor_->run(g, 0, g.nodes().size()));
   KS_RETURN_IF_ERROR(executor_->sync());
   if (!out_rows.empty()) {
-    KS_RETURN_IF_ERROR(device().read(logits_out, logits->data, out_rows.size() * logits->ne[0] * sizeof(float)));
+    KS_RETURN_IF_ERROR(executor_->read(logits_out, logits->data, out_rows.size() * logits->ne[0] * sizeof(float)));
     if (hidden_out && b.hidden())
-      KS_RETURN_IF_ERROR(device().read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float)));
+      KS_RETURN_IF_ERROR(executor_->read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float)));
   }
   return Status::Ok();
 }

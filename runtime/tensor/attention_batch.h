@@ -14,6 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 
+// Kernels view the batch where it lives: under nvcc these members are device functions too.
+#if defined(__CUDACC__)
+#define KS_HOST_DEVICE __host__ __device__
+#else
+#define KS_HOST_DEVICE
+#endif
+
 namespace kestrel {
 
 struct AttentionBatch {
@@ -34,7 +41,7 @@ struct AttentionBatch {
   const int32_t* tables = nullptr;       // physical block ids
 
   // A view of a packed batch in memory the caller can read (host memory, or inside a kernel).
-  static AttentionBatch view(const int32_t* p) {
+  KS_HOST_DEVICE static AttentionBatch view(const int32_t* p) {
     AttentionBatch b;
     b.n_tokens = p[0], b.n_seq = p[1], b.n_cells = p[2], b.block_size = p[3], b.max_cells = p[4];
     b.token_pos = p + kHeader;
@@ -45,11 +52,11 @@ struct AttentionBatch {
     return b;
   }
 
-  int32_t n_cells_of(int32_t t) const {
+  KS_HOST_DEVICE int32_t n_cells_of(int32_t t) const {
     const int32_t s = token_seq[t];
     return (table_begin[s + 1] - table_begin[s]) * block_size;
   }
-  int32_t cell(int32_t t, int32_t i) const {
+  KS_HOST_DEVICE int32_t cell(int32_t t, int32_t i) const {
     return tables[table_begin[token_seq[t]] + i / block_size] * block_size + i % block_size;
   }
   // f(i, cell(t, i)) for i = 0, 1, ... n_cells_of(t) - 1, block by block (no division per cell).
@@ -62,7 +69,7 @@ struct AttentionBatch {
   }
   // Cell c (of t's table) is visible to token t when it holds a position <= token_pos[t] and, with
   // a sliding window W, token_pos[t] - cell_pos[c] < W.
-  bool visible(int32_t t, int32_t c, int32_t window) const {
+  KS_HOST_DEVICE bool visible(int32_t t, int32_t c, int32_t window) const {
     const int32_t cp = cell_pos[c];
     if (cp < 0 || cp > token_pos[t]) return false;
     return window <= 0 || token_pos[t] - cp < window;

@@ -1,4 +1,5 @@
-// A model loaded on the CPU backend with one context: what the model-level tests start from.
+// A model loaded on a backend (the CPU unless named) with one context: what the model-level
+// tests start from.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -15,14 +16,18 @@ struct CpuModel {
   std::unique_ptr<Context> ctx;
 };
 
-inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, const ContextOptions& co) {
+inline CpuModel load_model_on(const std::string& backend, std::unique_ptr<gguf::File> file, const ContextOptions& co) {
   ModelLoadOptions lo;
-  lo.backend = "cpu";
+  lo.backend = backend;
   auto model = Model::from_file(std::move(file), lo);
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   auto ctx = Context::create(*model.value(), co);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
   return {std::move(model.value()), std::move(ctx.value())};
+}
+
+inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, const ContextOptions& co) {
+  return load_model_on("cpu", std::move(file), co);
 }
 
 inline CpuModel load_cpu_model(std::unique_ptr<gguf::File> file, uint32_t n_ctx = 512) {

@@ -2,6 +2,7 @@
 // (a) last-position logits within the tolerance (0.05 for F32/F16 files, 0.3 for quantized),
 // (b) top-1 at every prompt position wherever the reference's top-1/top-2 margin exceeds it,
 // (c) greedy continuation identical up to the first step whose reference margin is below it.
+// On the CPU, and on CUDA where a device (or the emulated build's SIMT emulator) is at hand.
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backends/backend.h"
 #include "backends/ref/ops_ref.h"
 #include "common/cpu_model.h"
 #include "common/testdata.h"
@@ -42,7 +44,25 @@ int32_t argmax(std::span<const float> v) {
 
 double margin(const json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
 
-void check_reference(const std::string& name) {
+// The prompt positions where the CPU backend's router chose between two experts whose selection
+// scores nearly tie (ref::RouterTieLog): another engine's rounding may choose the other one.
+std::set<int64_t> router_near_ties(const std::string& model_path, const std::vector<int32_t>& prompt) {
+  auto file = gguf::File::open(model_path);
+  REQUIRE(file.ok());
+  const test::CpuModel m = test::load_cpu_model(std::move(file.value()));
+  ref::RouterTieLog& ties = ref::router_tie_log();
+  ties.rows.clear();
+  ties.enabled = true;
+  // Logits at every position, as the checks below ask: the last layer then routes every token.
+  std::unique_ptr<bool[]> want(new bool[prompt.size()]);
+  std::fill(want.get(), want.get() + prompt.size(), true);
+  Status st = m.ctx->decode({.tokens = prompt, .want_logits = {want.get(), prompt.size()}});
+  ties.enabled = false;
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  return {ties.rows.begin(), ties.rows.end()};
+}
+
+void check_reference(const std::string& name, const std::string& backend) {
   const json ref = json::parse(test::read_text_file(test::testdata_root() + "/reference/" + name));
   const std::string model_path = test::testdata_file(ref["model_path"].get<std::string>());
   if (model_path.empty()) return;
@@ -56,20 +76,18 @@ void check_reference(const std::string& name) {
   const std::string quant = ref["model_quant"].get<std::string>();
   const double tol = (quant == "f32" || quant == "f16") ? 0.05 : 0.3;
 
-  const test::CpuModel m = test::load_cpu_model(std::move(file.value()));
+  const std::vector<int32_t> prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
+  // MoE models: the prompt positions where the router chose between two experts whose selection
+  // scores nearly tie; there (b) cannot demand llama.cpp's choice (see below).
+  const std::set<int64_t> router_ties = router_near_ties(model_path, prompt);
+  ContextOptions co;
+  co.n_ctx = 512;
+  const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
   Context& c = *m.ctx;
 
-  const std::vector<int32_t> prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
   std::unique_ptr<bool[]> want_arr(new bool[prompt.size()]);
   std::fill(want_arr.get(), want_arr.get() + prompt.size(), true);
-  // MoE models: note the prompt positions where our router chose between two experts whose
-  // selection scores nearly tie; there (b) cannot demand llama.cpp's choice (see below).
-  ref::RouterTieLog& ties = ref::router_tie_log();
-  ties.rows.clear();
-  ties.enabled = true;
   Status st = c.decode({.tokens = prompt, .want_logits = {want_arr.get(), prompt.size()}});
-  ties.enabled = false;
-  const std::set<int64_t> router_ties(ties.rows.begin(), ties.rows.end());
   REQUIRE_MESSAGE(st.ok(), st.to_string());
 
   // (a) last-position logits.
@@ -112,7 +130,7 @@ void check_reference(const std::string& name) {
     st = c.decode({.tokens = std::span<const int32_t>(&greedy[k], 1)});
     REQUIRE_MESSAGE(st.ok(), st.to_string());
   }
-  MESSAGE(name << ": max |diff| " << max_diff << " (tol " << tol << "), greedy " << compared << "/" << greedy.size()
+  MESSAGE(name << " (" << backend << "): max |diff| " << max_diff << " (tol " << tol << "), greedy " << compared << "/" << greedy.size()
                << ", prompt positions after a router near-tie " << router_ties.size());
 }
 
@@ -124,10 +142,13 @@ TEST_CASE("llama.cpp reference logits and greedy continuations") {
     test::testdata_file("reference/README.md");  // fails when test data is required
     return;
   }
+  std::vector<std::string> backends = {"cpu"};
+  if (create_device("cuda").ok()) backends.push_back("cuda");  // a GPU, or the emulated build
   int checked = 0;
-  for (const std::string& f : files) {
-    SUBCASE(f.c_str()) { check_reference(f); }
-    ++checked;
-  }
+  for (const std::string& backend : backends)
+    for (const std::string& f : files) {
+      SUBCASE((f + " on " + backend).c_str()) { check_reference(f, backend); }
+      ++checked;
+    }
   CHECK(checked > 0);
 }

@@ -102,7 +102,7 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
           if (backend == "ref" || !create_device(backend).ok()) continue;  // the oracle; no device here
           for (int threads = 1; threads <= (backend == "cpu" ? 4 : 1); ++threads) {
             const double e = nmse(run_model(bytes, backend, threads), want);
-            CHECK_MESSAGE(e < 1e-6, tiny.name << " " << dtype_name(type) << " " << backend << " x" << threads
+            CHECK_MESSAGE(e < 1e-6, std::string(tiny.name) << " " << std::string(dtype_name(type)) << " " << backend << " x" << threads
                                               << ": NMSE " << e);
           }
         }

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backends/backend.h"
 #include "common/cpu_model.h"
 #include "common/test_backend.h"
 #include "common/testdata.h"
@@ -157,13 +158,20 @@ TEST_CASE("paged KV: prefix sharing, copy on write, rollback, cached blocks") {
   CHECK(kv.stats().blocks_free == 8);
 }
 
+// On the CPU, and on CUDA (a GPU, or the emulated build): block tables, shared blocks and
+// copy-on-write then live in device memory.
 TEST_CASE("paged KV: a shared 200-token prefix is computed once and gives the same logits") {
   const std::string path = test::testdata_file("models/stories260K-f32.gguf");
   if (path.empty()) return;
+  std::string backend;
+  SUBCASE("cpu") { backend = "cpu"; }
+  if (create_device("cuda").ok())
+    SUBCASE("cuda") { backend = "cuda"; }
+  CAPTURE(backend);
   auto file = gguf::File::open(path);
   REQUIRE(file.ok());
   ModelLoadOptions lo;
-  lo.backend = "cpu";
+  lo.backend = backend;
   auto model = Model::from_file(std::move(file.value()), lo);
   REQUIRE(model.ok());
   ContextOptions co;

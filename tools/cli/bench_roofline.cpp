@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/thread_pool.h"
 
 namespace kestrel::cli {
@@ -106,6 +107,59 @@ double ReadProbe::measure(int passes) const {
 }
 
 double measure_read_bandwidth(int n_threads) { return ReadProbe(n_threads).measure(4); }
+
+DeviceBandwidth measure_device_bandwidth(const std::string& backend) {
+  DeviceBandwidth r;
+  if (backend == "cpu" || backend == "ref") {
+    r.why = backend + " is a host backend";
+    return r;
+  }
+  auto dev = create_device(backend);
+  if (!dev.ok()) {
+    r.why = dev.status().message();
+    return r;
+  }
+  const BackendInfo& info = dev.value()->info();
+  r.device = info.device;
+  if (info.host_memory) {
+    r.why = backend + " runs in host memory";
+    return r;
+  }
+  const bool emulated = info.device.find("[emulated]") != std::string::npos;
+  size_t bytes = emulated ? size_t{64} << 20 : size_t{1} << 30;
+  // Two buffers of `bytes` next to the model's weights and KV cache: at most half of what is free.
+  if (info.memory_free > 0) bytes = std::min<size_t>(bytes, info.memory_free / 4 / (size_t{1} << 20) * (size_t{1} << 20));
+  if (bytes < (size_t{16} << 20)) {
+    r.why = "too little device memory free for two 16 MiB buffers";
+    return r;
+  }
+  auto bw = dev.value()->copy_bandwidth(bytes);
+  if (!bw.ok() || bw.value() <= 0) {
+    r.why = bw.ok() ? "the copy took no time" : bw.status().message();
+    return r;
+  }
+  r.ok = true;
+  r.gbs = bw.value();
+  r.bytes = bytes;
+  return r;
+}
+
+DeviceMemory open_device_memory(const std::string& backend) {
+  DeviceMemory m;
+  auto dev = create_device(backend);
+  if (!dev.ok()) {
+    m.why = dev.status().message();
+    return m;
+  }
+  const BackendInfo& info = dev.value()->info();
+  m.ok = true;
+  m.name = info.name;
+  m.device = info.device;
+  m.host_memory = info.host_memory;
+  m.total = info.memory_total;
+  m.free = info.memory_free;
+  return m;
+}
 
 double measure_pool_sync_us(int n_threads) {
   ThreadPool pool(std::max(1, n_threads));

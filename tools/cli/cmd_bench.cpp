@@ -3,8 +3,11 @@
 // pp: one batch of p tokens into an empty cache; tg: n tokens one at a time into an empty cache.
 // Each test runs once to warm up, then r times; the table shows the mean and standard deviation
 // of tokens/s (llama-bench's avg_ts/stddev_ts) and the median. --json prints llama-bench's keys
-// plus the roofline fields; --per-op adds a table of where the time goes. A tg test's DRAM share
-// compares each repetition with a bandwidth probe taken right before it (the median of those).
+// plus the roofline fields; --per-op adds a table of where the time goes. On a host backend a tg
+// test's DRAM share compares each repetition with a host read-bandwidth probe taken right before
+// it (the median of those); on a device backend (-d cuda) every test is compared with the device's
+// own copy bandwidth, measured once (Device::copy_bandwidth). JSON says which: "bandwidth_source"
+// ("host read" or "device copy") and "bandwidth_gbs".
 // --draft MODEL | --spec ngram [--spec-k N] [--spec-prompt TEXT] adds speculative generation
 // against plain generation and the cost of a verification pass (bench_spec.cpp).
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -75,11 +79,11 @@ std::string profile_json(kestrel_context* ctx) {
   return s;
 }
 
-void print_per_op(const std::string& test, const json& ops, int n_tokens, double dram_gbs) {
+void print_per_op(const std::string& test, const json& ops, int n_tokens, double dram_gbs, const char* bw_label) {
   double total = 0;
   for (const auto& o : ops) total += o["seconds"].get<double>();
   std::printf("\nper-op, %s (%d tokens, %.2f ms/token):\n\n", test.c_str(), n_tokens, 1e3 * total / n_tokens);
-  std::printf("| op | calls | ms | share | GB/s | %% DRAM | GFLOP/s |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| op | calls | ms | share | GB/s | %% %s | GFLOP/s |\n|---|---:|---:|---:|---:|---:|---:|\n", bw_label);
   for (const auto& o : ops) {
     const double s = o["seconds"].get<double>(), bytes = o["bytes"].get<double>(), fl = o["flops"].get<double>();
     const double gbs = s > 0 ? bytes / s / 1e9 : 0;
@@ -132,9 +136,18 @@ int cmd_bench(int argc, char** argv) {
   co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
   ContextPtr ctx = new_context(model.get(), &co);
   const int n_threads = co.n_threads > 0 ? co.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-  const ReadProbe probe(n_threads);
-  const double dram = probe.measure(4);
-  const double sync_us = measure_pool_sync_us(n_threads);
+  const std::string backend = kestrel_context_backend(ctx.get());
+  // The roofline's bandwidth: a device backend's own copy bandwidth, else host reads. A device
+  // backend's thread pool does not run the graph, so its sync cost is not measured either.
+  const DeviceBandwidth devbw = measure_device_bandwidth(backend);
+  if (!devbw.ok && backend != "cpu" && backend != "ref")
+    std::fprintf(stderr, "kestrel bench: no device bandwidth for %s (%s): comparing with host reads\n",
+                 backend.c_str(), devbw.why.c_str());
+  const std::unique_ptr<ReadProbe> probe = devbw.ok ? nullptr : std::make_unique<ReadProbe>(n_threads);
+  const char* bw_source = devbw.ok ? "device copy" : "host read";
+  const char* bw_label = devbw.ok ? "device copy" : "DRAM";
+  const double dram = devbw.ok ? devbw.gbs : probe->measure(4);
+  const double sync_us = devbw.ok ? 0 : measure_pool_sync_us(n_threads);
 
   std::mt19937 rng(1234);
   const int32_t n_vocab = kestrel_model_n_vocab(model.get());
@@ -151,7 +164,7 @@ int cmd_bench(int argc, char** argv) {
     run_once(ctx.get(), tg ? std::vector<kestrel_token>(tokens.begin(), tokens.begin() + std::min(n, 8)) : tokens, tg);
     Sample smp, near;  // tokens/s; for tg, the DRAM probe taken right before each repetition
     for (int r = 0; r < reps; ++r) {
-      if (tg) near.ts.push_back(probe.measure(2));
+      if (tg && probe) near.ts.push_back(probe->measure(2));
       smp.ts.push_back(n / run_once(ctx.get(), tokens, tg));
     }
     const double ts = smp.mean();
@@ -161,22 +174,31 @@ int cmd_bench(int argc, char** argv) {
     const double bytes_tok = cost.bytes_per_token / (tg ? 1 : n) + avg_ctx * cost.kv_bytes_per_token;
     const double flops_tok = cost.flops_per_token + avg_ctx * cost.attn_flops_per_ctx;
     const double eff_gbs = bytes_tok * ts / 1e9, gflops = flops_tok * ts / 1e9;
-    // Share of DRAM bandwidth: each repetition against the probe taken just before it (median).
-    const double dram_t = tg ? near.median() : dram;
+    // Share of the bandwidth: on the host each tg repetition against the probe taken just before
+    // it (median); on a device against its copy bandwidth.
+    const bool near_probe = tg && probe;
+    const double dram_t = near_probe ? near.median() : dram;
     Sample share;
-    for (size_t r = 0; tg && r < smp.ts.size(); ++r) share.ts.push_back(bytes_tok * smp.ts[r] / 1e9 / near.ts[r]);
-    const double dram_share = tg ? share.median() : (dram > 0 ? eff_gbs / dram : 0);
+    for (size_t r = 0; near_probe && r < smp.ts.size(); ++r) share.ts.push_back(bytes_tok * smp.ts[r] / 1e9 / near.ts[r]);
+    const double dram_share = near_probe ? share.median() : (dram > 0 ? eff_gbs / dram : 0);
     json j = {{"model_type", model_type}, {"model_size", static_cast<uint64_t>(cost.weight_bytes)},
               {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
               {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
-              {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", kestrel_context_backend(ctx.get())},
-              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram_t}, {"pool_sync_us", sync_us},
-              {"dram_share", dram_share}, {"flops_per_token", flops_tok}, {"gflops", gflops}};
+              {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", backend},
+              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram_t},
+              {"dram_share", dram_share}, {"bandwidth_source", bw_source}, {"bandwidth_gbs", dram_t},
+              {"flops_per_token", flops_tok}, {"gflops", gflops}};
+    if (devbw.ok) {  // dram_read_gbs and dram_share then hold the device's copy bandwidth and share
+      j["device"] = devbw.device;
+      j["bandwidth_probe_bytes"] = static_cast<uint64_t>(devbw.bytes);
+    } else {
+      j["pool_sync_us"] = sync_us;
+    }
     results.push_back(j);
     char cells[512];
     if (tg)
-      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of DRAM %.1f GB/s",
-                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, 100 * dram_share, dram_t);
+      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of %s %.1f GB/s",
+                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, 100 * dram_share, bw_label, dram_t);
     else
       std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.3g %s/token · %.1f GFLOP/s", ts, smp.stddev(),
                     smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
@@ -217,10 +239,14 @@ int cmd_bench(int argc, char** argv) {
   std::printf("|---|---:|---:|---|---:|---|---:|---:|---|\n");
   for (const auto& [test, cells] : rows)
     std::printf("| %s | %.2f MiB | %s | %s | %d | %s | %s |\n", model_type.c_str(), cost.weight_bytes / 1048576.0,
-                params, kestrel_context_backend(ctx.get()), n_threads, test.c_str(), cells.c_str());
-  std::printf("\nthread pool: %.2f us per parallel op (%d threads, empty job, median)\n", sync_us, n_threads);
+                params, backend.c_str(), n_threads, test.c_str(), cells.c_str());
+  if (devbw.ok)
+    std::printf("\nbandwidth: device copy %.1f GB/s on %s (device-to-device copies of %.0f MiB, bytes read + written, best of 5)\n",
+                devbw.gbs, devbw.device.c_str(), devbw.bytes / 1048576.0);
+  else
+    std::printf("\nthread pool: %.2f us per parallel op (%d threads, empty job, median)\n", sync_us, n_threads);
   for (const auto& [test, ops] : per_op)
-    print_per_op(test, ops, std::stoi(test.substr(2)), dram);
+    print_per_op(test, ops, std::stoi(test.substr(2)), dram, bw_label);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // KESTREL_CUDA_EMULATE: qualifiers, thread and block indices, __shared__ memory, barriers, warp
 // shuffles and votes, atomics. Under nvcc none of this is included.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,33 @@
 #define warpSize 32
 
 using ::kestrel::cuda_emu::dim3;
+
+// CUDA's vector types, with the GPU's alignment (a load of one must be aligned to its size).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+
+// CUDA's math functions are global names; the host's float versions are those of <cmath>.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+
+// Four int8 lanes dotted, plus c (what the dp4a instruction does).
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i)) * static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i));
+  return c;
+}
+inline int __dp4a(unsigned a, unsigned b, int c) { return __dp4a(static_cast<int>(a), static_cast<int>(b), c); }
 
 inline void __syncthreads() { ::kestrel::cuda_emu::sync_block(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { ::kestrel::cuda_emu::sync_warp(); }

@@ -1,6 +1,9 @@
-// Fibers over ucontext, one per thread of the block being run; a scheduler that runs every
-// runnable fiber until it blocks, then releases whichever barrier is complete. Under ASan the
-// stack switches are announced (sanitizer fiber API), so stacks are tracked correctly.
+// Fibers, one per thread of the block being run; a scheduler that runs every runnable fiber until
+// it blocks, then releases whichever barrier is complete. On x86-64 a fiber switch is a few
+// instructions of our own (the callee-saved registers; the floating-point control words are the
+// same for every fiber, nothing in a kernel changes them); elsewhere ucontext, whose swapcontext
+// makes a system call per switch.
+// Under ASan the stack switches are announced (sanitizer fiber API), so stacks are tracked.
 #include "backends/cuda/emu/simt.h"
 
 #include <sys/mman.h>
@@ -19,6 +22,7 @@
 #endif
 #endif
 #ifdef KS_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -41,54 +45,174 @@ __attribute__((no_sanitize_address)) void poison_static_shared() {
 }
 
 #ifdef KS_EMU_ASAN
-constexpr size_t kStack = size_t{512} << 10;  // ASan's frames are larger
+constexpr size_t kStack = size_t{256} << 10;  // ASan's frames are larger
 #else
-constexpr size_t kStack = size_t{128} << 10;
+constexpr size_t kStack = size_t{64} << 10;
 #endif
 constexpr unsigned kMaxThreads = 1024;
 
 enum class Wait : uint8_t { kNone, kBlock, kWarp, kDone };
 
-struct Fiber {
+#if defined(__x86_64__)
+// ks_emu_switch(save, to): saves the callee-saved state on the current stack, stores the stack
+// pointer in *save and resumes the stack `to` (one saved by ks_emu_switch, or made by new_stack).
+extern "C" void ks_emu_switch(void** save, void* to);
+asm(R"(
+  .text
+  .globl ks_emu_switch
+  .type ks_emu_switch, @function
+ks_emu_switch:
+  .cfi_startproc
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .cfi_endproc
+  .size ks_emu_switch, .-ks_emu_switch
+)");
+struct Context {
+  void* sp = nullptr;
+};
+void switch_to(Context& from, Context& to) { ks_emu_switch(&from.sp, to.sp); }
+// A stack whose first switch "returns" into entry (which must never return).
+void new_stack(Context& c, void* stack, size_t size, void (*entry)()) {
+  auto top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t{15};
+  auto* w = reinterpret_cast<uint64_t*>(top);
+  w[-1] = 0;                                     // entry's own return address: none
+  w[-2] = reinterpret_cast<uint64_t>(entry);     // popped by ret; entry then sees rsp = 8 mod 16
+  for (int i = 3; i <= 8; ++i) w[-i] = 0;        // rbp rbx r12 r13 r14 r15
+  c.sp = &w[-8];
+}
+#else
+struct Context {
   ucontext_t uc{};
+};
+void switch_to(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+// Out of line: getcontext returns twice, which would make the compiler distrust the caller's locals.
+__attribute__((noinline)) void new_stack(Context& c, void* stack, size_t size, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+}
+#endif
+
+struct Fiber {
+  Context uc;
   void* stack = nullptr;  // kStack bytes, mapped once and reused
   ThreadContext ctx;
   Wait wait = Wait::kNone;
+  uint8_t parity = 0;  // which half of Block::slots this thread's next warp exchange uses
   void* asan_fake = nullptr;
 };
 
 struct Block {
   std::vector<Fiber> fibers;
   unsigned n = 0;  // threads in this block
-  ucontext_t sched{};
+  Context sched;
   const void* sched_bottom = nullptr;  // the scheduler's stack, for ASan
   size_t sched_size = 0;
   const std::function<void()>* body = nullptr;
-  std::vector<uint64_t> slots;  // warp exchange, one per thread
+  // Warp exchanges, two per thread: consecutive exchanges alternate halves, so one barrier per
+  // exchange suffices (a lane can reach exchange k + 2 only after every lane finished k + 1,
+  // and so had read k).
+  std::vector<uint64_t> slots;
   std::vector<unsigned char> smem;
   Fiber* running = nullptr;
   std::string error;
+  // Arrivals at the current barriers (park's fast path; the scheduler resets them too).
+  std::vector<unsigned> warp_waiting;
+  unsigned block_waiting = 0;
 };
 
 thread_local Block* g_block = nullptr;
+
+// Called where a fiber resumes: tells ASan the switch is over, and keeps the scheduler's stack
+// bounds (the first switch of a launch always comes from the scheduler).
+void resumed(Fiber* f) {
+#ifdef KS_EMU_ASAN
+  Block& b = *g_block;
+  const void* from_bottom = nullptr;
+  size_t from_size = 0;
+  __sanitizer_finish_switch_fiber(f ? f->asan_fake : nullptr, &from_bottom, &from_size);
+  if (!b.sched_bottom) b.sched_bottom = from_bottom, b.sched_size = from_size;
+#else
+  (void)f;
+#endif
+}
 
 void to_scheduler(Fiber& f, bool finished) {
   Block& b = *g_block;
 #ifdef KS_EMU_ASAN
   __sanitizer_start_switch_fiber(finished ? nullptr : &f.asan_fake, b.sched_bottom, b.sched_size);
 #endif
-  swapcontext(&f.uc, &b.sched);
+  switch_to(f.uc, b.sched);
+  resumed(&f);
+}
+
+// Fiber to fiber, without the scheduler in between.
+void switch_fiber(Fiber& from, Fiber& to, bool finished) {
+  Block& b = *g_block;
+  b.running = &to;
 #ifdef KS_EMU_ASAN
-  __sanitizer_finish_switch_fiber(f.asan_fake, &b.sched_bottom, &b.sched_size);
+  __sanitizer_start_switch_fiber(finished ? nullptr : &from.asan_fake, to.stack, kStack);
+#else
+  (void)finished;
 #endif
+  switch_to(from.uc, to.uc);
+  resumed(&from);
+}
+
+// The next fiber after `self` (wrapping) that can run, or null.
+Fiber* next_runnable(Block& b, unsigned self) {
+  for (unsigned i = self + 1; i < b.n; ++i)
+    if (b.fibers[i].wait == Wait::kNone) return &b.fibers[i];
+  for (unsigned i = 0; i < self; ++i)
+    if (b.fibers[i].wait == Wait::kNone) return &b.fibers[i];
+  return nullptr;
+}
+
+// The running fiber waits at a barrier. Fast paths, no scheduler: the fiber that completes its
+// barrier releases it and runs on; otherwise the next fiber that can run takes over directly.
+// What is left (every fiber blocked, barriers that do not match) goes to the scheduler, which
+// releases what is complete and reports misuse.
+void park(Wait kind) {
+  Block& b = *g_block;
+  Fiber& f = *b.running;
+  const unsigned self = f.ctx.linear;
+  f.wait = kind;
+  if (kind == Wait::kWarp) {
+    const unsigned w = self / 32, lanes = std::min(b.n - 32 * w, 32u);
+    if (++b.warp_waiting[w] == lanes) {
+      b.warp_waiting[w] = 0;
+      for (unsigned i = 32 * w; i < 32 * w + lanes; ++i) b.fibers[i].wait = Wait::kNone;
+      return;
+    }
+  } else if (++b.block_waiting == b.n) {
+    b.block_waiting = 0;
+    for (Fiber& g : b.fibers) g.wait = Wait::kNone;
+    return;
+  }
+  if (Fiber* next = next_runnable(b, self)) return switch_fiber(f, *next, false);
+  to_scheduler(f, false);
 }
 
 void fiber_main() {
   Block& b = *g_block;
   Fiber& f = *b.running;
-#ifdef KS_EMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &b.sched_bottom, &b.sched_size);
-#endif
+  resumed(nullptr);
   try {
     (*b.body)();
   } catch (const std::exception& e) {
@@ -97,7 +221,9 @@ void fiber_main() {
     if (b.error.empty()) b.error = "thread " + std::to_string(f.ctx.linear) + " threw";
   }
   f.wait = Wait::kDone;
-  to_scheduler(f, true);  // never resumed
+  Fiber* next = b.error.empty() ? next_runnable(b, f.ctx.linear) : nullptr;
+  if (next) switch_fiber(f, *next, true);  // never resumed
+  to_scheduler(f, true);
 }
 
 void run(Block& b, Fiber& f) {
@@ -106,21 +232,19 @@ void run(Block& b, Fiber& f) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStack);
 #endif
-  swapcontext(&b.sched, &f.uc);
+  switch_to(b.sched, f.uc);
 #ifdef KS_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
   b.running = nullptr;
 }
 
-// A fresh context that enters fiber_main on f's stack. Out of line: getcontext returns twice,
-// which would make the compiler distrust the caller's locals.
-__attribute__((noinline)) void start_at_main(Fiber& f) {
-  getcontext(&f.uc);
-  f.uc.uc_stack.ss_sp = f.stack;
-  f.uc.uc_stack.ss_size = kStack;
-  f.uc.uc_link = nullptr;
-  makecontext(&f.uc, fiber_main, 0);
+void start_at_main(Fiber& f) {
+#ifdef KS_EMU_ASAN
+  // A reused stack keeps the shadow of the frames its last fiber left (it never unwinds).
+  __asan_unpoison_memory_region(f.stack, kStack);
+#endif
+  new_stack(f.uc, f.stack, kStack, fiber_main);
 }
 
 std::string list(const std::vector<unsigned>& v) {
@@ -153,6 +277,7 @@ std::string schedule(Block& b) {
         return "warp " + std::to_string(w) + ": a warp-wide operation waits for lanes that have exited";
       if (at_warp == l1 - l0) {
         for (unsigned i = l0; i < l1; ++i) b.fibers[i].wait = Wait::kNone;
+        b.warp_waiting[w] = 0;
         released = true;
       }
     }
@@ -165,6 +290,7 @@ std::string schedule(Block& b) {
     if (done.size() == b.n) return "";
     if (at_block.size() == b.n) {
       for (Fiber& f : b.fibers) f.wait = Wait::kNone;
+      b.block_waiting = 0;
       continue;
     }
     if (!at_block.empty() && at_warp.empty())
@@ -174,19 +300,23 @@ std::string schedule(Block& b) {
   }
 }
 
-// Stacks are mapped lazily (MAP_NORESERVE) and kept for the next launch of this OS thread.
+// Stacks are mapped lazily (MAP_NORESERVE), all 1024 in one region kept for the next launch of
+// this OS thread. The region asks for huge pages: a barrier round touches the top of every
+// running fiber's stack, and with 4 KiB pages that is one TLB entry per thread.
 struct StackPool {
-  std::vector<void*> stacks;
+  void* region = nullptr;
   ~StackPool() {
-    for (void* s : stacks) munmap(s, kStack);
+    if (region) munmap(region, kStack * kMaxThreads);
   }
   void* get(size_t i) {
-    while (stacks.size() <= i) {
-      void* s = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (s == MAP_FAILED) return nullptr;
-      stacks.push_back(s);
+    if (!region) {
+      void* r = mmap(nullptr, kStack * kMaxThreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+      if (r == MAP_FAILED) return nullptr;
+      madvise(r, kStack * kMaxThreads, MADV_HUGEPAGE);  // a hint; fine if refused
+      region = r;
     }
-    return stacks[i];
+    return static_cast<unsigned char*>(region) + i * kStack;
   }
 };
 
@@ -198,38 +328,33 @@ void* dynamic_shared() { return g_block->smem.data(); }
 
 unsigned lane_id() { return g_block->running->ctx.linear % 32; }
 
-void sync_block() {
-  Fiber& f = *g_block->running;
-  f.wait = Wait::kBlock;
-  to_scheduler(f, false);
-}
+void sync_block() { park(Wait::kBlock); }
 
-void sync_warp() {
-  Fiber& f = *g_block->running;
-  f.wait = Wait::kWarp;
-  to_scheduler(f, false);
-}
+void sync_warp() { park(Wait::kWarp); }
 
 uint64_t warp_exchange(uint64_t value, unsigned (*src_lane)(unsigned, unsigned, unsigned), unsigned arg,
                        unsigned width) {
   Block& b = *g_block;
-  const unsigned self = b.running->ctx.linear, base = self - self % 32;
-  b.slots[self] = value;
+  Fiber& f = *b.running;
+  const unsigned self = f.ctx.linear, base = self - self % 32;
+  uint64_t* slots = b.slots.data() + (f.parity ? b.n : 0);
+  f.parity ^= 1;
+  slots[self] = value;
   sync_warp();  // every lane has written
   const unsigned src = base + src_lane(self % 32, arg, width);
-  const uint64_t got = src < b.n ? b.slots[src] : value;
-  sync_warp();  // every lane has read before the slots are reused
-  return got;
+  return src < b.n ? slots[src] : value;
 }
 
 uint32_t warp_ballot(bool pred) {
   uint32_t bits = 0;
   Block& b = *g_block;
-  const unsigned self = b.running->ctx.linear, base = self - self % 32;
-  b.slots[self] = pred ? 1 : 0;
+  Fiber& f = *b.running;
+  const unsigned self = f.ctx.linear, base = self - self % 32;
+  uint64_t* slots = b.slots.data() + (f.parity ? b.n : 0);
+  f.parity ^= 1;
+  slots[self] = pred ? 1 : 0;
   sync_warp();
-  for (unsigned l = 0; l < 32 && base + l < b.n; ++l) bits |= static_cast<uint32_t>(b.slots[base + l] != 0) << l;
-  sync_warp();
+  for (unsigned l = 0; l < 32 && base + l < b.n; ++l) bits |= static_cast<uint32_t>(slots[base + l] != 0) << l;
   return bits;
 }
 
@@ -262,13 +387,16 @@ std::string launch(dim3 grid, dim3 block, size_t dynamic_smem, const std::functi
   b.n = n;
   b.body = &body;
   b.fibers.resize(n);
-  b.slots.assign(n, 0);
+  b.slots.assign(2 * size_t{n}, 0);
+  b.warp_waiting.assign((n + 31) / 32, 0);
   g_block = &b;
   std::string error;
   for (unsigned bz = 0; bz < grid.z && error.empty(); ++bz)
     for (unsigned by = 0; by < grid.y && error.empty(); ++by)
       for (unsigned bx = 0; bx < grid.x && error.empty(); ++bx) {
         b.smem.assign(dynamic_smem, 0xFF);  // undefined at block start, as on the GPU
+        std::fill(b.warp_waiting.begin(), b.warp_waiting.end(), 0u);
+        b.block_waiting = 0;
         poison_static_shared();
         for (unsigned i = 0; i < n; ++i) {
           Fiber& f = b.fibers[i];
@@ -283,6 +411,7 @@ std::string launch(dim3 grid, dim3 block, size_t dynamic_smem, const std::functi
           f.ctx.grid_dim = grid;
           f.ctx.linear = i;
           f.wait = Wait::kNone;
+          f.parity = 0;
           f.asan_fake = nullptr;
           start_at_main(f);
         }

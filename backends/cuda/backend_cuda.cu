@@ -1,0 +1,275 @@
+// The CUDA backend: a Device owning device memory and the uploaded weights (one copy per model,
+// shared by its contexts), and an Executor per context with its own stream and scratch, running
+// a graph node by node through the launchers of kernels.h. In the emulated build
+// (KESTREL_CUDA_EMULATE) the same code runs on the SIMT emulator over host memory.
+#include "backends/cuda/backend_cuda.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "backends/cuda/kernels.h"
+
+namespace kestrel::cuda {
+
+Status launch_result(const char* kernel, cudaError_t err) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Error(KESTREL_ERR_BACKEND, std::string("cuda: launching ") + kernel + ": " + cudaGetErrorString(err));
+}
+Status launch_result(const char* kernel, const std::string& emu_error) {
+  if (emu_error.empty()) return Status::Ok();
+  return Error(KESTREL_ERR_BACKEND, std::string("cuda (emulated): kernel ") + kernel + ": " + emu_error);
+}
+
+TensorArg arg(const Tensor* t) {
+  TensorArg a;
+  if (!t) return a;
+  a.data = static_cast<uint8_t*>(t->data);
+  for (int i = 0; i < 4; ++i) a.ne[i] = t->ne[i], a.nb[i] = static_cast<int64_t>(t->nb[i]);
+  return a;
+}
+
+namespace {
+
+Status check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Error(err == cudaErrorMemoryAllocation ? KESTREL_ERR_OUT_OF_MEMORY : KESTREL_ERR_BACKEND,
+               std::string("cuda: ") + what + ": " + cudaGetErrorString(err));
+}
+
+bool all_f32(const Node& n) {
+  if (n.dst->type != DType::F32) return false;
+  for (const Tensor* t : n.src)
+    if (t && t->type != DType::F32) return false;
+  return true;
+}
+
+}  // namespace
+
+Expected<void*> Stream::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  if (scratch_) {  // queued kernels may still read the old buffer
+    KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
+    cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+  }
+  const size_t want = std::max<size_t>(bytes, size_t{1} << 20);
+  KS_RETURN_IF_ERROR(check(cudaMalloc(&scratch_, want), ("allocating " + std::to_string(want) + " bytes of scratch").c_str()));
+  scratch_bytes_ = want;
+  return scratch_;
+}
+
+Stream::~Stream() {
+  if (scratch_) cudaFree(scratch_);
+}
+
+namespace {
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(Device& d) : device_(d) {}
+  ~CudaExecutor() override {
+    if (stream_.stream) {
+      cudaStreamSynchronize(stream_.stream);
+      cudaStreamDestroy(stream_.stream);
+    }
+  }
+  Status init() { return check(cudaStreamCreate(&stream_.stream), "creating a stream"); }
+  Device& device() override { return device_; }
+
+  Status run(Graph& g, size_t begin, size_t end) override {
+    for (size_t i = begin; i < end; ++i) {
+      const Node& n = g.nodes()[i];
+      Status st = run_node(n);
+      if (!st.ok()) return Error(st.code(), std::string(op_name(n.op)) + " (node " + std::to_string(i) + "): " + st.message());
+    }
+    return Status::Ok();
+  }
+  Status sync() override { return check(cudaStreamSynchronize(stream_.stream), "synchronizing the stream"); }
+  Status write(void* dst, const void* src, size_t bytes) override {
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.stream), "copying to the device");
+  }
+  Status read(void* dst, const void* src, size_t bytes) override {
+    KS_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.stream), "copying to the host"));
+    return sync();
+  }
+
+ private:
+  Status run_node(const Node& n) {
+    switch (n.op) {
+      case Op::GET_ROWS: return run_get_rows(n, stream_);
+      case Op::RMS_NORM: return run_rms_norm(n, stream_);
+      case Op::MUL:
+      case Op::ADD:
+      case Op::SILU:
+      case Op::SWIGLU:
+      case Op::SWIGLU_OAI:
+      case Op::CONCAT: return run_elementwise(n, stream_);
+      case Op::MATMUL:
+      case Op::MATMUL_ID: return run_matmul(n, stream_);
+      case Op::ROPE: return run_rope(n, stream_);
+      case Op::SOFTMAX: return run_softmax(n, stream_);
+      case Op::KV_STORE: return run_kv_store(n, stream_);
+      case Op::ATTENTION: return run_attention(n, stream_);
+      case Op::ROUTER: return run_router(n, stream_);
+      case Op::MOE_SUM: return run_moe_sum(n, stream_);
+      case Op::COUNT: break;
+    }
+    return Error(KESTREL_ERR_INTERNAL, "cuda: no kernel");
+  }
+
+  Device& device_;
+  Stream stream_;
+};
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(BackendInfo info) : info_(std::move(info)) {}
+  ~CudaDevice() override {
+    if (weights_) cudaFree(weights_);
+  }
+  const BackendInfo& info() const override { return info_; }
+
+  Expected<void*> alloc(size_t bytes) override {
+    void* p = nullptr;
+    KS_RETURN_IF_ERROR(check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), ("allocating " + std::to_string(bytes) + " bytes").c_str()));
+    return p;
+  }
+  void release(void* p) override { cudaFree(p); }
+  Status write(void* dst, const void* src, size_t n) override {
+    return check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "copying to the device");
+  }
+  Status read(void* dst, const void* src, size_t n) override {
+    return check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "copying to the host");
+  }
+  Status copy(void* dst, const void* src, size_t n) override {
+    KS_RETURN_IF_ERROR(check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice), "copying on the device"));
+    return check(cudaDeviceSynchronize(), "synchronizing");
+  }
+
+  // Every tensor the model reads goes to device memory, in one allocation, 256-byte aligned.
+  Status place_weights(gguf::File&, std::unordered_map<std::string, Tensor>& tensors,
+                       const std::unordered_set<std::string>&) override {
+    if (weights_) return Error(KESTREL_ERR_INTERNAL, "cuda: weights placed twice");
+    std::vector<Tensor*> todo;
+    size_t total = 0;
+    for (auto& [name, t] : tensors) {
+      if (!t.data || t.n_bytes() == 0) continue;
+      todo.push_back(&t);
+      total += (t.n_bytes() + 255) / 256 * 256;
+    }
+    std::sort(todo.begin(), todo.end(), [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
+    if (total == 0) return Status::Ok();
+    if (total > info_.memory_free)
+      return Error(KESTREL_ERR_OUT_OF_MEMORY, "cuda: the weights need " + std::to_string(total) + " bytes of device memory, " +
+                                                  info_.device + " has " + std::to_string(info_.memory_free) + " free of " +
+                                                  std::to_string(info_.memory_total));
+    Status st = check(cudaMalloc(&weights_, total), ("allocating " + std::to_string(total) + " bytes for the weights").c_str());
+    if (!st.ok()) {
+      weights_ = nullptr;
+      return st;
+    }
+    size_t off = 0;
+    for (Tensor* t : todo) {
+      uint8_t* dst = static_cast<uint8_t*>(weights_) + off;
+      KS_RETURN_IF_ERROR(check(cudaMemcpy(dst, t->data, t->n_bytes(), cudaMemcpyHostToDevice), "uploading weights"));
+      t->data = dst;
+      off += (t->n_bytes() + 255) / 256 * 256;
+    }
+    placed_.placed_bytes = total;
+    return Status::Ok();
+  }
+  PlacedWeights placed() const override { return placed_; }
+
+  bool supports(const Node& n) const override {
+    for (const Tensor* t : n.src)
+      if (t && t->layout != 0) return false;
+    switch (n.op) {
+      case Op::GET_ROWS: return weight_type_supported(n.src[0]->type) && n.dst->type == DType::F32;
+      case Op::MATMUL:
+      case Op::MATMUL_ID: {
+        const DType t = n.src[0]->type;
+        return weight_type_supported(t) && n.src[1]->type == DType::F32 && n.src[0]->ne[0] % dtype_info(t).block_size == 0 &&
+               (dtype_info(t).block_size == 1 || n.src[0]->ne[0] % 32 == 0);
+      }
+      case Op::KV_STORE: return n.src[0]->type == DType::F16 || n.src[0]->type == DType::F32;
+      case Op::ATTENTION:
+        return (n.src[1]->type == DType::F16 || n.src[1]->type == DType::F32) &&
+               (n.src[2]->type == DType::F16 || n.src[2]->type == DType::F32) && n.src[0]->type == DType::F32;
+      case Op::ROUTER: return n.src[0]->type == DType::F32 && (2 * n.src[0]->ne[0] + 64) * 4 <= (48 << 10);
+      case Op::ROPE:
+        return n.src[0]->type == DType::F32 && n.dst->type == DType::F32 && n.src[1]->type == DType::I32 &&
+               (!n.src[2] || n.src[2]->type == DType::F32);
+      case Op::COUNT: return false;
+      default: return all_f32(n);
+    }
+  }
+  Expected<double> copy_bandwidth(size_t bytes) override {
+    auto a = alloc(bytes), b = alloc(bytes);
+    if (!a.ok() || !b.ok()) {
+      if (a.ok()) release(a.value());
+      if (b.ok()) release(b.value());
+      return Error(KESTREL_ERR_OUT_OF_MEMORY, "cuda: no room for two " + std::to_string(bytes) + "-byte buffers");
+    }
+    double best = 0;
+    Status st = check(cudaMemsetAsync(a.value(), 1, bytes, nullptr), "filling");
+    for (int i = 0; i < 6 && st.ok(); ++i) {  // the first copy warms up
+      const auto t0 = std::chrono::steady_clock::now();
+      st = check(cudaMemcpy(b.value(), a.value(), bytes, cudaMemcpyDeviceToDevice), "copying");
+      if (st.ok()) st = check(cudaDeviceSynchronize(), "synchronizing");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (i > 0 && s > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s / 1e9);
+    }
+    release(a.value());
+    release(b.value());
+    KS_RETURN_IF_ERROR(st);
+    return best;
+  }
+  std::vector<std::string> kernels() const override {
+    std::vector<std::string> k;
+    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
+    return k;
+  }
+  Expected<std::unique_ptr<Executor>> create_executor(int) override {
+    auto e = std::make_unique<CudaExecutor>(*this);
+    KS_RETURN_IF_ERROR(e->init());
+    return std::unique_ptr<Executor>(std::move(e));
+  }
+
+ private:
+  BackendInfo info_;
+  void* weights_ = nullptr;
+  PlacedWeights placed_;
+};
+
+}  // namespace
+
+bool emulated() {
+#ifdef KESTREL_CUDA_EMULATE
+  return true;
+#else
+  return false;
+#endif
+}
+
+Expected<std::unique_ptr<Device>> make_device() {
+  int n = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&n); err != cudaSuccess)
+    return Error(KESTREL_ERR_UNSUPPORTED, std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")");
+  if (n == 0) return Error(KESTREL_ERR_UNSUPPORTED, "no CUDA devices");
+  KS_RETURN_IF_ERROR(check(cudaSetDevice(0), "selecting device 0"));
+  cudaDeviceProp prop{};
+  KS_RETURN_IF_ERROR(check(cudaGetDeviceProperties(&prop, 0), "reading device properties"));
+  size_t free_b = 0, total_b = 0;
+  KS_RETURN_IF_ERROR(check(cudaMemGetInfo(&free_b, &total_b), "reading device memory"));
+  BackendInfo info;
+  info.name = "cuda";
+  info.device = std::string(prop.name) + (emulated() ? " [emulated]" : " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")");
+  info.host_memory = false;
+  info.memory_total = total_b;
+  info.memory_free = free_b;
+  return std::unique_ptr<Device>(new CudaDevice(std::move(info)));
+}
+
+}  // namespace kestrel::cuda

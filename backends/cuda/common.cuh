@@ -1,0 +1,165 @@
+// What every CUDA kernel file of the backend includes: the CUDA headers (or, in the emulated
+// build, the SIMT emulator's spellings of them), the launch wrapper, half/bfloat16 conversions,
+// and TensorArg, a tensor as a kernel receives it (by value: pointer, shape, strides).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#ifdef KESTREL_CUDA_EMULATE
+#include "backends/cuda/emu/cuda_runtime_emu.h"
+#include "backends/cuda/emu/cuda_shim.h"
+#include "core/fp16.h"
+#else
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+// extern __shared__ storage, 16-byte aligned, as T* name.
+#define KS_DYNAMIC_SMEM(T, name)                                \
+  extern __shared__ __align__(16) unsigned char ks_dyn_smem_[]; \
+  T* name = reinterpret_cast<T*>(ks_dyn_smem_)
+#endif
+
+#include "core/status.h"
+#include "tensor/graph.h"
+
+namespace kestrel::cuda {
+
+// kernel<<<grid, block, smem, stream>>>(args...), its error as a Status naming the kernel. In the
+// emulated build the launch runs to completion here, on the calling thread.
+Status launch_result(const char* kernel, cudaError_t err);
+Status launch_result(const char* kernel, const std::string& emu_error);
+template <class... P, class... A>
+Status launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+              A... args) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return Status::Ok();  // nothing to do
+#ifdef KESTREL_CUDA_EMULATE
+  (void)stream;
+  return launch_result(name, ::kestrel::cuda_emu::launch_kernel(kernel, grid, block, smem, static_cast<P>(args)...));
+#else
+  kernel<<<grid, block, smem, stream>>>(static_cast<P>(args)...);
+  return launch_result(name, cudaGetLastError());
+#endif
+}
+#define KS_LAUNCH(kernel, ...) ::kestrel::cuda::launch(#kernel, kernel, __VA_ARGS__)
+
+inline unsigned blocks_for(int64_t n, unsigned per_block) {
+  return static_cast<unsigned>((n + per_block - 1) / per_block);
+}
+
+// Threads for a block that spreads n items over its threads: a whole number of warps, at most
+// `most` (small rows get small blocks: fewer idle threads, and fewer fibers under the emulator).
+inline unsigned threads_for(int64_t n, unsigned most) {
+  const int64_t warps = (n + 31) / 32;
+  return static_cast<unsigned>(32 * std::clamp<int64_t>(warps, 1, most / 32));
+}
+
+// IEEE half / bfloat16 bits <-> float, round to nearest even (as the CPU backend's core/fp16.h).
+__device__ __forceinline__ float half_to_float(uint16_t h) {
+#ifdef KESTREL_CUDA_EMULATE
+  return fp16_to_fp32(h);
+#else
+  return __half2float(__ushort_as_half(h));
+#endif
+}
+__device__ __forceinline__ uint16_t float_to_half(float f) {
+#ifdef KESTREL_CUDA_EMULATE
+  return fp32_to_fp16(f);
+#else
+  return __half_as_ushort(__float2half_rn(f));
+#endif
+}
+__device__ __forceinline__ float bits_to_float(uint32_t u) {
+#ifdef KESTREL_CUDA_EMULATE
+  return fp32_from_bits(u);
+#else
+  return __uint_as_float(u);
+#endif
+}
+__device__ __forceinline__ uint32_t float_to_bits(float f) {
+#ifdef KESTREL_CUDA_EMULATE
+  return fp32_to_bits(f);
+#else
+  return __float_as_uint(f);
+#endif
+}
+__device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 64);  // quiet NaN
+  return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+}
+__device__ __forceinline__ float round_half(float f) { return half_to_float(float_to_half(f)); }
+__device__ __forceinline__ float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+
+// Four floats in one 16-byte load (p must be 16-byte aligned: the GPU faults otherwise, and so
+// does the emulator).
+__device__ __forceinline__ float4 load_float4(const float* p) {
+#ifdef KESTREL_CUDA_EMULATE
+  return ::kestrel::cuda_emu::vector_load(reinterpret_cast<const float4*>(p));
+#else
+  return *reinterpret_cast<const float4*>(p);
+#endif
+}
+
+// A tensor as a kernel sees it. Row r counts over dims 1..3 (r = i1 + ne1 * (i2 + ne2 * i3)), as
+// the reference kernels' row_of does, so strided views work wherever the reference allows them.
+struct TensorArg {
+  uint8_t* data = nullptr;
+  int64_t ne[4] = {1, 1, 1, 1};
+  int64_t nb[4] = {0, 0, 0, 0};
+
+  __device__ __forceinline__ uint8_t* row(int64_t r) const {
+    const int64_t i1 = r % ne[1], i2 = (r / ne[1]) % ne[2], i3 = r / (ne[1] * ne[2]);
+    return data + i1 * nb[1] + i2 * nb[2] + i3 * nb[3];
+  }
+  __device__ __forceinline__ uint8_t* row(int64_t i1, int64_t i2, int64_t i3) const {
+    return data + i1 * nb[1] + i2 * nb[2] + i3 * nb[3];
+  }
+  __device__ __forceinline__ float* f32(int64_t r) const { return reinterpret_cast<float*>(row(r)); }
+  __device__ __forceinline__ int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+};
+TensorArg arg(const Tensor* t);  // an absent (null) tensor gives data == nullptr
+
+// Block-wide sum / max over blockDim.x threads (a multiple of 32, at most 1024), every thread
+// gets the result. `scratch` is 32 floats of shared memory the caller owns.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+// The same in double: where a sum decides a rounding the reference makes (attention's
+// probabilities rounded to fp16), float's error would flip some of them.
+__device__ __forceinline__ double block_sum_double(double v, double* scratch) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+}  // namespace kestrel::cuda

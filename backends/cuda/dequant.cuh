@@ -1,0 +1,144 @@
+// Device-side decoding of every weight type the CUDA backend reads (runtime/tensor/quants/
+// quant_blocks.h documents each layout element by element; these follow that text). A row is
+// decoded in chunks of 32 values: chunk c of a row holds elements 32c .. 32c + 31 (a K-quant
+// super-block is 8 chunks), so a kernel can give each lane whole chunks of any type.
+#pragma once
+#include <type_traits>
+
+#include "backends/cuda/common.cuh"
+#include "tensor/dtype.h"
+#include "tensor/quants/quant_blocks.h"
+
+namespace kestrel::cuda {
+
+__device__ __forceinline__ float e8m0_half(uint8_t e) {  // 2^(e - 128), exact (quant_blocks.h)
+  return bits_to_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e) - 1) << 23);
+}
+__device__ __forceinline__ int iq4nl_level(int q) {
+  constexpr int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  return v[q];
+}
+__device__ __forceinline__ int mxfp4_level(int q) {  // E2M1 doubled
+  constexpr int8_t v[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return v[q];
+}
+// Nibble of element j of a 32-value block with packed nibbles: byte j % 16, low half first.
+__device__ __forceinline__ int nibble32(const uint8_t* qs, int j) { return (qs[j & 15] >> ((j >> 4) * 4)) & 15; }
+__device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {  // unaligned little-endian
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// Decodes chunk c (32 values) of a row of type T into out[32].
+template <DType T>
+__device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, float* out) {
+  if constexpr (T == DType::Q4_0) {
+    const auto* b = reinterpret_cast<const block_q4_0*>(row) + c;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(nibble32(b->qs, j) - 8) * d;
+  } else if constexpr (T == DType::Q4_1) {
+    const auto* b = reinterpret_cast<const block_q4_1*>(row) + c;
+    const float d = half_to_float(b->d), m = half_to_float(b->m);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(nibble32(b->qs, j)) * d + m;
+  } else if constexpr (T == DType::Q5_0) {
+    const auto* b = reinterpret_cast<const block_q5_0*>(row) + c;
+    const float d = half_to_float(b->d);
+    const uint32_t qh = load_u32(b->qh);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>((nibble32(b->qs, j) | (static_cast<int>((qh >> j) & 1) << 4)) - 16) * d;
+  } else if constexpr (T == DType::Q5_1) {
+    const auto* b = reinterpret_cast<const block_q5_1*>(row) + c;
+    const float d = half_to_float(b->d), m = half_to_float(b->m);
+    const uint32_t qh = load_u32(b->qh);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(nibble32(b->qs, j) | (static_cast<int>((qh >> j) & 1) << 4)) * d + m;
+  } else if constexpr (T == DType::Q8_0) {
+    const auto* b = reinterpret_cast<const block_q8_0*>(row) + c;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(b->qs[j]) * d;
+  } else if constexpr (T == DType::Q8_1) {
+    const auto* b = reinterpret_cast<const block_q8_1*>(row) + c;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(b->qs[j]) * d;
+  } else if constexpr (T == DType::IQ4_NL) {
+    const auto* b = reinterpret_cast<const block_iq4_nl*>(row) + c;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(iq4nl_level(nibble32(b->qs, j))) * d;
+  } else if constexpr (T == DType::MXFP4) {
+    const auto* b = reinterpret_cast<const block_mxfp4*>(row) + c;
+    const float d = e8m0_half(b->e);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(mxfp4_level(nibble32(b->qs, j))) * d;
+  } else if constexpr (T == DType::Q2_K) {
+    const auto* b = reinterpret_cast<const block_q2_K*>(row) + c / 8;
+    const float d = half_to_float(b->d), dmin = half_to_float(b->dmin);
+    for (int j = 0; j < 32; ++j) {
+      const int e = static_cast<int>(c % 8) * 32 + j, h = e / 128, r = e % 128;
+      const int q = (b->qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      const int sc = b->scales[e / 16];
+      out[j] = d * static_cast<float>(sc & 15) * static_cast<float>(q) - dmin * static_cast<float>(sc >> 4);
+    }
+  } else if constexpr (T == DType::Q3_K) {
+    const auto* b = reinterpret_cast<const block_q3_K*>(row) + c / 8;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) {
+      const int e = static_cast<int>(c % 8) * 32 + j, h = e / 128, r = e % 128, i = e / 16;
+      const int q = (b->qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      const int s = ((b->scales[i % 8] >> (4 * (i / 8))) & 15) | (((b->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4);
+      const int hbit = (b->hmask[e % 32] >> (e / 32)) & 1;
+      out[j] = d * static_cast<float>(s - 32) * static_cast<float>(q - (hbit ? 0 : 4));
+    }
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    using B = std::conditional_t<T == DType::Q4_K, block_q4_K, block_q5_K>;
+    const auto* b = reinterpret_cast<const B*>(row) + c / 8;
+    const int sub = static_cast<int>(c % 8);  // a chunk is one sub-block of 32
+    int sc, m;
+    if (sub < 4) {
+      sc = b->scales[sub] & 63, m = b->scales[sub + 4] & 63;
+    } else {
+      sc = (b->scales[sub + 4] & 0xF) | ((b->scales[sub - 4] >> 6) << 4);
+      m = (b->scales[sub + 4] >> 4) | ((b->scales[sub] >> 6) << 4);
+    }
+    const float d = half_to_float(b->d) * static_cast<float>(sc), mn = half_to_float(b->dmin) * static_cast<float>(m);
+    const uint8_t* qs = b->qs + 32 * (sub / 2);
+    for (int j = 0; j < 32; ++j) {
+      int q = (qs[j] >> (4 * (sub % 2))) & 15;
+      if constexpr (T == DType::Q5_K) q |= ((b->qh[j] >> sub) & 1) << 4;
+      out[j] = d * static_cast<float>(q) - mn;
+    }
+  } else if constexpr (T == DType::Q6_K) {
+    const auto* b = reinterpret_cast<const block_q6_K*>(row) + c / 8;
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 32; ++j) {
+      const int e = static_cast<int>(c % 8) * 32 + j, h = e / 128, r = e % 128, k = r / 32, l = r % 32;
+      const int lo = (b->ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+      const int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
+      out[j] = d * static_cast<float>(b->scales[e / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+    }
+  } else if constexpr (T == DType::Q8_K) {
+    const auto* b = reinterpret_cast<const block_q8_K*>(row) + c / 8;
+    for (int j = 0; j < 32; ++j) out[j] = b->d * static_cast<float>(b->qs[(c % 8) * 32 + j]);
+  }
+}
+
+// Element k of a row of a plain (one value per element) type.
+template <DType T>
+__device__ __forceinline__ float load_elem(const uint8_t* row, int64_t k) {
+  if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[k];
+  else if constexpr (T == DType::F16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[k]);
+  else return bf16_to_float(reinterpret_cast<const uint16_t*>(row)[k]);
+}
+template <DType T>
+constexpr bool is_plain() { return T == DType::F32 || T == DType::F16 || T == DType::BF16; }
+
+// Calls f.template operator()<T>() for the weight type t; false when the backend cannot read t.
+template <class F>
+bool with_weight_type(DType t, F&& f) {
+  switch (t) {
+#define KS_CASE(T) \
+  case DType::T: f.template operator()<DType::T>(); return true;
+    KS_CASE(F32) KS_CASE(F16) KS_CASE(BF16) KS_CASE(Q4_0) KS_CASE(Q4_1) KS_CASE(Q5_0) KS_CASE(Q5_1)
+    KS_CASE(Q8_0) KS_CASE(Q8_1) KS_CASE(Q2_K) KS_CASE(Q3_K) KS_CASE(Q4_K) KS_CASE(Q5_K) KS_CASE(Q6_K)
+    KS_CASE(Q8_K) KS_CASE(IQ4_NL) KS_CASE(MXFP4)
+#undef KS_CASE
+    default: return false;
+  }
+}
+
+}  // namespace kestrel::cuda

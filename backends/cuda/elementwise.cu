@@ -1,0 +1,139 @@
+// Row-wise element ops (ADD, MUL, SILU, SWIGLU, SWIGLU_OAI, CONCAT), MOE_SUM, KV_STORE and
+// GET_ROWS: one thread per element (or per 32-value chunk of a quantized row), grid-stride loops.
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace kestrel::cuda {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kMaxBlocks = 4096;
+
+unsigned grid_for(int64_t n) {
+  const unsigned b = blocks_for(n, kThreads);
+  return b < kMaxBlocks ? b : kMaxBlocks;
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+enum class Binary : int { kAdd, kMul, kSilu, kSwiglu, kSwigluOai, kConcat };
+
+// dst row r = f(src0 row r, src1 row r mod rows(src1)); K = dst->ne[0].
+__global__ void binary_kernel(TensorArg dst, TensorArg a, TensorArg b, int op, float alpha, float limit) {
+  const int64_t K = dst.ne[0], n = K * dst.rows();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / K, k = i % K;
+    float* y = dst.f32(r);
+    const float* x = a.f32(r);
+    switch (static_cast<Binary>(op)) {
+      case Binary::kSilu: y[k] = silu(x[k]); break;
+      case Binary::kConcat: {
+        const int64_t ka = a.ne[0];
+        y[k] = k < ka ? x[k] : b.f32(r)[k - ka];
+        break;
+      }
+      case Binary::kSwigluOai: {
+        const float g = fminf(x[k], limit), u = fminf(fmaxf(b.f32(r)[k], -limit), limit);
+        y[k] = g / (1.0f + expf(alpha * (-g))) * (u + 1.0f);
+        break;
+      }
+      default: {
+        const float v = b.f32(r % b.rows())[k % b.ne[0]];
+        const Binary o = static_cast<Binary>(op);
+        y[k] = o == Binary::kAdd ? x[k] + v : o == Binary::kMul ? x[k] * v : silu(x[k]) * v;
+      }
+    }
+  }
+}
+
+// dst[:, t] = sum_i x[:, i, t] * w[i, t], in slot order.
+__global__ void moe_sum_kernel(TensorArg dst, TensorArg x, TensorArg w) {
+  const int64_t N = dst.ne[0], T = dst.ne[1], n_slots = x.ne[1], n = N * T;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i % N, t = i / N;
+    const float* wt = w.f32(t);
+    float y = reinterpret_cast<const float*>(x.row(0, t, 0))[r] * wt[0];
+    for (int64_t s = 1; s < n_slots; ++s) y += reinterpret_cast<const float*>(x.row(s, t, 0))[r] * wt[s];
+    dst.f32(t)[r] = y;
+  }
+}
+
+// Column t of x [R, T] into cache row slots[t] (F16 or F32).
+__global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slots, bool f16) {
+  const int64_t R = x.ne[0], n = R * x.ne[1];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i % R, t = i / R;
+    const float v = x.f32(t)[k];
+    uint8_t* row = cache.data + slots[t] * cache.nb[1];
+    if (f16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
+    else reinterpret_cast<float*>(row)[k] = v;
+  }
+}
+
+// dst[:, i] = table row ids[i], decoded: one thread per element (plain types) or 32-value chunk.
+template <DType T>
+__global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* ids) {
+  const int64_t K = table.ne[0], per_row = is_plain<T>() ? K : K / 32, n = per_row * dst.ne[1];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c = i % per_row;
+    const uint8_t* src = table.data + ids[r] * table.nb[1];
+    float* y = dst.f32(r);
+    if constexpr (is_plain<T>()) {
+      y[c] = load_elem<T>(src, c);
+    } else {
+      float v[32];
+      dequant_chunk<T>(src, c, v);
+      for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
+    }
+  }
+}
+
+}  // namespace
+
+Status run_elementwise(const Node& n, Stream& s) {
+  Binary op;
+  float alpha = 0, limit = 0;
+  switch (n.op) {
+    case Op::ADD: op = Binary::kAdd; break;
+    case Op::MUL: op = Binary::kMul; break;
+    case Op::SILU: op = Binary::kSilu; break;
+    case Op::SWIGLU: op = Binary::kSwiglu; break;
+    case Op::CONCAT: op = Binary::kConcat; break;
+    case Op::SWIGLU_OAI:
+      op = Binary::kSwigluOai;
+      alpha = n.param<SwigluOaiParams>().alpha;
+      limit = n.param<SwigluOaiParams>().limit;
+      break;
+    default: return Error(KESTREL_ERR_INTERNAL, "cuda: run_elementwise given " + std::string(op_name(n.op)));
+  }
+  const TensorArg b = n.src[1] ? arg(n.src[1]) : arg(n.src[0]);
+  return KS_LAUNCH(binary_kernel, dim3(grid_for(n.dst->n_elements())), dim3(kThreads), 0, s.stream, arg(n.dst),
+                   arg(n.src[0]), b, static_cast<int>(op), alpha, limit);
+}
+
+Status run_moe_sum(const Node& n, Stream& s) {
+  return KS_LAUNCH(moe_sum_kernel, dim3(grid_for(n.dst->n_elements())), dim3(kThreads), 0, s.stream, arg(n.dst),
+                   arg(n.src[0]), arg(n.src[1]));
+}
+
+Status run_kv_store(const Node& n, Stream& s) {
+  return KS_LAUNCH(kv_store_kernel, dim3(grid_for(n.src[1]->n_elements())), dim3(kThreads), 0, s.stream,
+                   arg(n.src[0]), arg(n.src[1]), static_cast<const int32_t*>(n.src[2]->data),
+                   n.src[0]->type == DType::F16);
+}
+
+Status run_get_rows(const Node& n, Stream& s) {
+  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: GET_ROWS of " + std::string(dtype_name(n.src[0]->type)));
+  with_weight_type(n.src[0]->type, [&]<DType T>() {
+    const int64_t per_row = is_plain<T>() ? n.src[0]->ne[0] : n.src[0]->ne[0] / 32;
+    st = KS_LAUNCH(get_rows_kernel<T>, dim3(grid_for(per_row * n.dst->ne[1])), dim3(kThreads), 0, s.stream,
+                   arg(n.dst), arg(n.src[0]), static_cast<const int32_t*>(n.src[1]->data));
+  });
+  return st;
+}
+
+}  // namespace kestrel::cuda

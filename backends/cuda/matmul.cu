@@ -1,0 +1,206 @@
+// MATMUL and MATMUL_ID for every weight type, reading the quantized blocks directly. First the
+// activations are rounded through the weight type's vec_dot type (Q8_0, Q8_1, Q8_K, F16, BF16:
+// what llama.cpp's matmul sees) into scratch; then one warp per output row, each lane decoding
+// whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
+// for decode, 8 for batches, so a decoded chunk serves eight tokens). Tensor cores and the
+// memory-speed GEMV are CUDA part 2's.
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace kestrel::cuda {
+namespace {
+
+constexpr unsigned kWarps = 8;  // output rows per block
+// Column groups (or expert pairs) per launch row of blocks: enough parallelism with N / kWarps
+// blocks along x, and each block's setup amortized over several (under the emulator, its 256
+// fibers).
+constexpr unsigned kMaxGridY = 64;
+
+// Column `col` of X (rows over dims 1..3) rounded as `vdt` into xr[col * K ...]: one thread per
+// 32 values (Q8_0/Q8_1 blocks), 256 values (Q8_K) or value (F16, BF16, F32).
+template <DType VDT>
+__global__ void round_x_kernel(TensorArg x, float* xr) {
+  const int64_t K = x.ne[0], cols = x.rows();
+  constexpr int64_t kSpan = VDT == DType::Q8_K ? 256 : (VDT == DType::Q8_0 || VDT == DType::Q8_1) ? 32 : 1;
+  const int64_t per_col = K / kSpan, n = per_col * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t col = i / per_col, k0 = (i % per_col) * kSpan;
+    const float* src = x.f32(col) + k0;
+    float* out = xr + col * K + k0;
+    if constexpr (VDT == DType::Q8_0 || VDT == DType::Q8_1) {
+      // llama.cpp's activation quantizer: id = 127 / amax, round half to even, scale as fp16.
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
+      const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f, dh = round_half(d);
+      for (int j = 0; j < 32; ++j) out[j] = dh * rintf(src[j] * id);
+    } else if constexpr (VDT == DType::Q8_K) {
+      // GGML's quantize_row_q8_K_ref: the signed value of largest magnitude sets the scale.
+      float amax = 0, max = 0;
+      for (int j = 0; j < 256; ++j)
+        if (fabsf(src[j]) > amax) amax = fabsf(src[j]), max = src[j];
+      if (amax == 0.0f) {
+        for (int j = 0; j < 256; ++j) out[j] = 0.0f;
+        continue;
+      }
+      const float iscale = -127.0f / max, d = 1 / iscale;
+      for (int j = 0; j < 256; ++j) out[j] = d * fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j])));
+    } else if constexpr (VDT == DType::F16) {
+      out[0] = round_half(src[0]);
+    } else if constexpr (VDT == DType::BF16) {
+      out[0] = round_bf16(src[0]);
+    } else {
+      out[0] = src[0];
+    }
+  }
+}
+
+// acc[j] += row . xr column (col0 + j) for j < nc, over the lane's share of the row. Double
+// accumulation, as the reference: float sums of products would differ from it by a few ulps, and
+// the next layer's activation rounding (to int8 steps) turns some of those into whole steps.
+// (Part 2's integer and tensor-core dots are exact per block, as llama.cpp's are.)
+template <DType T, int NC>
+__device__ __forceinline__ void dot_row(const uint8_t* row, const float* xr, int64_t K, int nc, double* acc) {
+  const unsigned lane = threadIdx.x % 32;
+  if constexpr (is_plain<T>()) {
+    for (int64_t k = lane; k < K; k += 32) {
+      const double w = load_elem<T>(row, k);
+      for (int j = 0; j < NC; ++j)
+        if (j < nc) acc[j] += w * xr[j * K + k];
+    }
+  } else {
+    float v[32];
+    for (int64_t c = lane; c < K / 32; c += 32) {
+      dequant_chunk<T>(row, c, v);
+      for (int j = 0; j < NC; ++j) {
+        if (j >= nc) break;
+        const float* x = xr + j * K + 32 * c;
+        double s = 0;
+        for (int i = 0; i < 32; ++i) s += static_cast<double>(v[i]) * x[i];
+        acc[j] += s;
+      }
+    }
+  }
+}
+
+// Sums the warp's 32 partials of each of nc columns: lane j < nc gets column j's total. Through
+// shared memory (one barrier each way) rather than 5 shuffles per column: the same on the GPU for
+// a memory-bound kernel, and a fifth of the barriers under the emulator.
+template <int NC>
+__device__ __forceinline__ double reduce_columns(const double* acc, int nc, double* part) {
+  const unsigned lane = threadIdx.x % 32;
+  for (int j = 0; j < NC; ++j) part[lane * NC + j] = acc[j];
+  __syncwarp();
+  double s = 0;
+  if (static_cast<int>(lane) < nc)
+    for (int l = 0; l < 32; ++l) s += part[l * NC + lane];
+  __syncwarp();  // part is reused by the warp's next columns
+  return s;
+}
+
+// dst[n, m] = W row n . xr column m. Block: kWarps rows; blockIdx.y (strided): columns by NC.
+template <DType T, int NC>
+__global__ void matmul_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
+  const int64_t K = w.ne[0], N = w.ne[1];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (n >= N) return;  // the whole warp: no block barriers here
+  __shared__ double partials[kWarps * 32 * NC];
+  double* part = partials + threadIdx.x / 32 * 32 * NC;
+  const unsigned lane = threadIdx.x % 32;
+  const uint8_t* row = w.data + n * w.nb[1];
+  for (int64_t m0 = static_cast<int64_t>(blockIdx.y) * NC; m0 < M; m0 += static_cast<int64_t>(gridDim.y) * NC) {
+    const int nc = static_cast<int>(M - m0 < NC ? M - m0 : NC);
+    double acc[NC];
+    for (int j = 0; j < NC; ++j) acc[j] = 0;
+    dot_row<T, NC>(row, xr + m0 * K, K, nc, acc);
+    const double total = reduce_columns<NC>(acc, nc, part);
+    if (static_cast<int>(lane) < nc) dst.f32(m0 + lane)[n] = static_cast<float>(total);
+  }
+}
+
+// dst[n, i, t] = W[:, n, e] . xr column (i or 0, t) + bias[n, e], e = ids[i, t] (or i).
+template <DType T>
+__global__ void matmul_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids,
+                                 TensorArg bias) {
+  const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  __shared__ double partials[kWarps * 32];
+  double* part = partials + threadIdx.x / 32 * 32;
+  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
+    const int64_t i = p % n_slots, t = p / n_slots;
+    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
+    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
+    if (e < 0 || e >= E) {  // not a valid expert: no contribution
+      if (threadIdx.x % 32 == 0) y[n] = 0.0f;
+      continue;
+    }
+    double acc = 0;
+    const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
+    dot_row<T, 1>(w.data + n * w.nb[1] + e * w.nb[2], xr + col * K, K, 1, &acc);
+    acc = reduce_columns<1>(&acc, 1, part);
+    if (threadIdx.x % 32 == 0) y[n] = static_cast<float>(acc) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
+  }
+}
+
+// Rounds X (rows = columns of the product) into scratch; the pointer to the rounded copy.
+Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
+  const int64_t K = x->ne[0], cols = x->n_rows();
+  auto mem = s.scratch(static_cast<size_t>(K * cols) * sizeof(float));
+  KS_RETURN_IF_ERROR(mem.status());
+  float* xr = static_cast<float*>(mem.value());
+  const DType vdt = dtype_info(w->type).vec_dot_type;
+  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no activation rounding for " + std::string(dtype_name(vdt)));
+  auto go = [&]<DType V>() {
+    const int64_t span = V == DType::Q8_K ? 256 : (V == DType::Q8_0 || V == DType::Q8_1) ? 32 : 1;
+    const unsigned grid = std::min<unsigned>(blocks_for(K / span * cols, 128), 4096);
+    st = KS_LAUNCH(round_x_kernel<V>, dim3(grid), dim3(128), 0, s.stream, arg(x), xr);
+  };
+  switch (vdt) {
+    case DType::Q8_0: go.template operator()<DType::Q8_0>(); break;
+    case DType::Q8_1: go.template operator()<DType::Q8_1>(); break;
+    case DType::Q8_K: go.template operator()<DType::Q8_K>(); break;
+    case DType::F16: go.template operator()<DType::F16>(); break;
+    case DType::BF16: go.template operator()<DType::BF16>(); break;
+    case DType::F32: go.template operator()<DType::F32>(); break;
+    default: break;
+  }
+  KS_RETURN_IF_ERROR(st);
+  return xr;
+}
+
+}  // namespace
+
+bool weight_type_supported(DType t) {
+  bool known = false;
+  with_weight_type(t, [&]<DType T>() { known = T == t; });
+  return known;
+}
+
+Status run_matmul(const Node& n, Stream& s) {
+  const Tensor *w = n.src[0], *x = n.src[1];
+  auto xr = round_x(w, x, s);
+  KS_RETURN_IF_ERROR(xr.status());
+  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: " + std::string(op_name(n.op)) + " of " + dtype_name(w->type));
+  const dim3 block(32 * kWarps);
+  const unsigned gx = blocks_for(w->ne[1], kWarps);
+  if (n.op == Op::MATMUL) {
+    const int64_t M = x->n_rows();
+    with_weight_type(w->type, [&]<DType T>() {
+      if (M == 1)
+        st = launch("matmul_kernel", matmul_kernel<T, 1>, dim3(gx, 1), block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
+      else
+        st = launch("matmul_kernel", matmul_kernel<T, 8>, dim3(gx, std::min<unsigned>(blocks_for(M, 8), kMaxGridY)), block, 0,
+                       s.stream, arg(n.dst), arg(w), xr.value(), M);
+    });
+  } else {
+    const int64_t pairs = n.dst->ne[1] * n.dst->ne[2];
+    with_weight_type(w->type, [&]<DType T>() {
+      st = KS_LAUNCH(matmul_id_kernel<T>, dim3(gx, static_cast<unsigned>(std::min<int64_t>(pairs, kMaxGridY))), block,
+                     0, s.stream, arg(n.dst), arg(w), xr.value(), x->ne[1], arg(n.src[2]), arg(n.src[3]));
+    });
+  }
+  return st;
+}
+
+}  // namespace kestrel::cuda

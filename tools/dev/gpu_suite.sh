@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# The CUDA checks in one command, on a machine with an NVIDIA GPU (docs/CUDA.md):
+#   1. build     build-gpu: Release, KESTREL_CUDA=ON, KESTREL_CUDA_ARCHS = this GPU's only (nvidia-smi)
+#   2. ctest     ctest -L cuda (unit, ops, models, speculative on the real device)
+#   3. memcheck  compute-sanitizer --tool memcheck on tests/test_ops (one test case per kernel family)
+#   4. synth     Llama-3.1-8B-shaped random models, one per type (reused when present)
+#   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each; a markdown table last
+# Every step runs even when one before it failed (those needing the build are skipped without
+# one); each one's status is printed, and the exit status is 1 when any failed.
+#
+#   tools/dev/gpu_suite.sh                      run it
+#   GPU_SUITE_DRY=1 tools/dev/gpu_suite.sh      print the commands instead of running them
+#   tools/dev/gpu_suite.sh --fetch-deps [DIR]   (on a machine with apt) unpack the build's
+#                                               libraries into DIR (build-gpu-deps) for a GPU
+#                                               machine without them; used when present
+# Environment (defaults in brackets):
+#   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
+#   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
+#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 6 files
+#   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (~29 GB; never under $OUT)
+#   GPU_SUITE_TYPES ["q4_0 q8_0 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
+#   GPU_SUITE_PP [512] GPU_SUITE_TG [128] GPU_SUITE_REPS [3]
+#   GPU_SUITE_MEMCHECK_FILTER [doctest -tc patterns below; empty: all of test_ops]
+#   GPU_SUITE_MEMCHECK_TIMEOUT [300 s]  GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
+#   GPU_SUITE_DEPS [build-gpu-deps when present]: a folder of unpacked .deb files
+# shellcheck disable=SC2317  # the do_* step functions are called through step()
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DEP_PACKAGES=(libpcre2-dev libpcre2-8-0 nlohmann-json3-dev doctest-dev)
+
+# ---- --fetch-deps: the libraries CMake needs, unpacked (no root needed, nothing installed) ----
+if [[ ${1:-} == --fetch-deps ]]; then
+  dir=${2:-$ROOT/build-gpu-deps}
+  mkdir -p "$dir/debs"
+  (cd "$dir/debs" && apt-get download "${DEP_PACKAGES[@]}")
+  for deb in "$dir"/debs/*.deb; do dpkg-deb -x "$deb" "$dir"; done
+  echo "unpacked ${DEP_PACKAGES[*]} into $dir (gpu_suite.sh uses $ROOT/build-gpu-deps when present," \
+    "else GPU_SUITE_DEPS=$dir)"
+  exit 0
+fi
+if [[ $# -gt 0 ]]; then
+  sed -n '2,/^# shellcheck/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  [[ $1 == -h || $1 == --help ]] && exit 0
+  exit 2
+fi
+
+DRY=${GPU_SUITE_DRY:-0}
+BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+[[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
+LOGS=${OUT:+$OUT/gpu_suite_logs}
+LOGS=${LOGS:-$BUILD/gpu_suite_logs}
+MODELS=${GPU_SUITE_MODELS:-/tmp/gpu_suite}
+PRESET=${GPU_SUITE_PRESET:-llama-3.1-8b}
+read -r -a TYPES <<<"${GPU_SUITE_TYPES:-q4_0 q8_0 bf16}"
+PP=${GPU_SUITE_PP:-512}
+TG=${GPU_SUITE_TG:-128}
+REPS=${GPU_SUITE_REPS:-3}
+SKIP=" ${GPU_SUITE_SKIP:-} "
+# One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
+MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*'}
+MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
+KESTREL="$BUILD/kestrel"
+JOBS=$(nproc 2>/dev/null || echo 4)
+
+# The device's SASS target: compute capability 9.0 -> 90a (wgmma and friends), 10.x -> 10xa, else XY.
+detect_arch() {
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || cc=
+  case $cc in
+    9.0) echo 90a ;;
+    10.*) echo "${cc/./}a" ;;
+    [0-9]*.[0-9]) echo "${cc/./}" ;;
+    *) echo 90a ;;
+  esac
+}
+ARCHS=${KESTREL_CUDA_ARCHS:-$(detect_arch)}
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) || GPU_NAME=
+GPU_NAME=${GPU_NAME:-no GPU found by nvidia-smi}
+
+if [[ -z ${KESTREL_TESTDATA:-} ]]; then
+  for d in "$ROOT/../shared/testdata" "$ROOT/shared/testdata"; do
+    if [[ -d $d ]]; then KESTREL_TESTDATA=$(cd "$d" && pwd); break; fi
+  done
+fi
+[[ -z ${KESTREL_TESTDATA:-} ]] || export KESTREL_TESTDATA
+
+# Libraries from --fetch-deps: their pkg-config files name prefix=/usr, so copies point here.
+CMAKE_EXTRA=()
+DEPS=${GPU_SUITE_DEPS:-}
+if [[ -z $DEPS && -d $ROOT/build-gpu-deps ]]; then DEPS=$ROOT/build-gpu-deps; fi
+if [[ -n $DEPS && $DRY != 1 ]]; then
+  DEPS=$(cd "$DEPS" && pwd)
+  pcdir=$BUILD/deps-pkgconfig
+  mkdir -p "$pcdir"
+  for pc in "$DEPS"/usr/lib/*/pkgconfig/*.pc "$DEPS"/usr/share/pkgconfig/*.pc; do
+    if [[ -f $pc ]]; then sed "s|^prefix=/usr\$|prefix=$DEPS/usr|" "$pc" >"$pcdir/$(basename "$pc")"; fi
+  done
+  export PKG_CONFIG_PATH=$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  CMAKE_EXTRA+=("-DCMAKE_PREFIX_PATH=$DEPS/usr")
+fi
+
+TMP=$BUILD/gpu_suite_tmp  # bench JSON, parsed for the table (not under $OUT: its file count is capped)
+if [[ $DRY != 1 ]]; then mkdir -p "$LOGS" "$TMP"; fi
+
+# run CMD...: runs it, or prints it under GPU_SUITE_DRY=1.
+run() {
+  if [[ $DRY == 1 ]]; then
+    printf '+'
+    printf ' %q' "$@"
+    printf '\n'
+  else
+    "$@"
+  fi
+}
+
+# step NAME LOG FUNCTION: runs FUNCTION with its output appended to $LOGS/LOG; records the status.
+STEP_NAMES=()
+STEP_STATUS=()
+FAILED=0
+step() {
+  local name=$1 log=$LOGS/$2 fn=$3 rc=0 t0=$SECONDS status
+  if [[ $SKIP == *" $name "* ]]; then
+    status="skipped (GPU_SUITE_SKIP)"
+  elif [[ $name != build && ${BUILD_OK:-0} != 1 && $DRY != 1 ]]; then
+    status="skipped (no build)"
+  else
+    echo "== $name (log: $log)"
+    if [[ $DRY == 1 ]]; then
+      "$fn" || rc=$?
+    else
+      { echo "== $name: $(date -u '+%F %T') UTC"; "$fn"; } >>"$log" 2>&1 || rc=$?
+    fi
+    if [[ $DRY == 1 ]]; then status="dry run"
+    elif [[ $rc == 0 ]]; then status="ok"
+    else status="FAILED (exit $rc)"; FAILED=1
+    fi
+    status+=" in $((SECONDS - t0)) s"
+  fi
+  echo "== $name: $status"
+  STEP_NAMES+=("$name")
+  STEP_STATUS+=("$status")
+}
+
+# ---- 1. build ------------------------------------------------------------------------------
+do_build() {
+  # (Inside step's `|| rc=$?` set -e is off: each command's failure is returned by hand.)
+  run cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_CUDA=ON \
+    -DKESTREL_CUDA_EMULATE=OFF "-DKESTREL_CUDA_ARCHS=$ARCHS" "${CMAKE_EXTRA[@]}" || return
+  # Only what the steps run: the CLI and the test binaries of the tests labelled cuda
+  # (kestrel_test_dir names them test_<name>); everything when one is not a target.
+  local targets=(kestrel_cli) names all n
+  if [[ $DRY == 1 ]]; then
+    targets+=(test_unit test_ops test_models test_speculative)
+  else
+    names=$(cd "$BUILD" && ctest -N -L cuda 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *//p') || return
+    all=$(ninja -C "$BUILD" -t targets all) || return
+    for n in $names; do
+      if grep -q "^test_$n:" <<<"$all"; then targets+=("test_$n"); else targets=(all); break; fi
+    done
+  fi
+  run cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+}
+
+# ---- 2. ctest -L cuda ------------------------------------------------------------------------
+do_ctest() {
+  echo "KESTREL_TESTDATA=${KESTREL_TESTDATA:-(none: tests needing it skip)}"
+  run ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout 900 -j 4
+}
+
+# ---- 3. compute-sanitizer memcheck on test_ops --------------------------------------------
+SANITIZER=$(command -v compute-sanitizer || true)
+if [[ -z $SANITIZER && -x /usr/local/cuda/bin/compute-sanitizer ]]; then SANITIZER=/usr/local/cuda/bin/compute-sanitizer; fi
+do_memcheck() {
+  local sanitizer=$SANITIZER
+  if [[ -z $sanitizer ]]; then
+    echo "compute-sanitizer: not on PATH nor in /usr/local/cuda/bin"
+    [[ $DRY == 1 ]] || return 1
+    sanitizer=compute-sanitizer
+  fi
+  local filter=()
+  [[ -z $MEMCHECK_FILTER ]] || filter=("-tc=$MEMCHECK_FILTER")
+  echo "test cases: ${MEMCHECK_FILTER:-all}"
+  run timeout "$MEMCHECK_TIMEOUT" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 \
+    "$BUILD/tests/test_ops" "${filter[@]}"
+}
+
+# ---- 4. synth ------------------------------------------------------------------------------
+model_path() { echo "$MODELS/$PRESET-$1.gguf"; }
+do_synth() {
+  run mkdir -p "$MODELS" || return
+  run "$KESTREL" synth --list || return
+  local t m rc=0
+  for t in "${TYPES[@]}"; do
+    m=$(model_path "$t")
+    if [[ -s $m ]]; then
+      echo "reusing $m"
+      continue
+    fi
+    # Written under a temporary name: an interrupted run leaves nothing to be reused.
+    if run "$KESTREL" synth "$PRESET" --type "$t" -t "$JOBS" -o "$m.partial"; then
+      run mv "$m.partial" "$m"
+    else
+      rc=1
+    fi
+  done
+  [[ $DRY == 1 ]] || df -h "$MODELS"
+  return "$rc"
+}
+
+# ---- 5. bench ------------------------------------------------------------------------------
+do_bench() {
+  local t m rc=0
+  for t in "${TYPES[@]}"; do
+    m=$(model_path "$t")
+    echo "--- $m"
+    if [[ $DRY != 1 && ! -s $m ]]; then
+      echo "missing (synth failed?)"
+      rc=1
+      continue
+    fi
+    if [[ $DRY == 1 ]]; then
+      run "$KESTREL" bench -d cuda -m "$m" -p "$PP" -n "$TG" -r "$REPS" --json
+    elif "$KESTREL" bench -d cuda -m "$m" -p "$PP" -n "$TG" -r "$REPS" --json >"$TMP/bench-$t.json"; then
+      cat "$TMP/bench-$t.json"
+    else
+      rc=1
+      rm -f "$TMP/bench-$t.json"
+    fi
+  done
+  return "$rc"
+}
+
+# One row of the table from a bench JSON (nlohmann's dump(2): one key a line, 4 spaces in).
+bench_row() {
+  awk -v pp="$PP" -v tg="$TG" -v gpu="$GPU_NAME" '
+    function num(s) { sub(/^[^:]*: */, "", s); sub(/,$/, "", s); return s + 0 }
+    function str(s) { sub(/^[^:]*: *"/, "", s); sub(/",?$/, "", s); return s }
+    /^  \{/ { np = ng = ts = sh = bw = 0; src = "" }
+    /^    "n_prompt":/ { np = num($0) }
+    /^    "n_gen":/ { ng = num($0) }
+    /^    "avg_ts":/ { ts = num($0) }
+    /^    "dram_share":/ { sh = num($0) }
+    /^    "bandwidth_gbs":/ { bw = num($0) }
+    /^    "bandwidth_source":/ { src = str($0) }
+    /^    "device":/ { dev = str($0) }
+    /^    "backend":/ { be = str($0) }
+    /^  \}/ {
+      if (np == pp) pps = sprintf("%.1f", ts)
+      if (ng == tg) { tgs = sprintf("%.1f", ts); share = sprintf("%.0f%% of %.0f GB/s (%s)", 100 * sh, bw, src) }
+    }
+    END {
+      if (dev == "") dev = gpu " (" be ": no device bandwidth)"
+      printf "%s\t%s\t%s\t%s\n", dev, (pps == "" ? "-" : pps), (tgs == "" ? "-" : tgs), (share == "" ? "-" : share)
+    }' "$1"
+}
+
+summary() {
+  local i t f row dev pps tgs share
+  echo
+  echo "gpu_suite: $GPU_NAME, KESTREL_CUDA_ARCHS=$ARCHS, build $BUILD, logs $LOGS"
+  for i in "${!STEP_NAMES[@]}"; do printf '  %-9s %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}"; done
+  echo
+  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth |"
+  echo "|---|---|---|---:|---:|---|"
+  for t in "${TYPES[@]}"; do
+    f=$TMP/bench-$t.json
+    if [[ -s $f ]]; then
+      row=$(bench_row "$f")
+      IFS=$'\t' read -r dev pps tgs share <<<"$row"
+    else
+      dev=$GPU_NAME pps=- tgs=- share="- (no bench result)"
+    fi
+    echo "| $dev | $PRESET | $t | $pps | $tgs | $share |"
+  done
+}
+
+echo "gpu_suite: $GPU_NAME; KESTREL_CUDA_ARCHS=$ARCHS; ${JOBS} jobs; logs in $LOGS${DEPS:+; libraries from $DEPS}"
+if [[ $DRY == 1 ]]; then echo "(GPU_SUITE_DRY=1: printing the commands, running none)"; fi
+BUILD_OK=0
+step build build.log do_build
+# A skipped build step uses what $BUILD_DIR already holds.
+if [[ ${STEP_STATUS[0]} == ok* || (${STEP_STATUS[0]} == skipped* && -x $KESTREL) ]]; then BUILD_OK=1; fi
+step ctest ctest.log do_ctest
+step memcheck memcheck.log do_memcheck
+step synth synth.log do_synth
+step bench bench.log do_bench
+if [[ $DRY == 1 ]]; then summary; else summary | tee "$LOGS/summary.md"; fi
+exit "$FAILED"
