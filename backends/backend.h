@@ -62,8 +62,12 @@ class Device {
   // no per-node fallback to another backend yet: that needs tensors to record which memory they
   // live in.
   virtual bool supports(const Node& node) const = 0;
-  // Names of the kernels this backend has (for `kestrel info` and tests).
-  virtual std::vector<std::string> kernels() const = 0;
+  // Names of the kernels this backend has (for `kestrel info` and tests); by default every op.
+  virtual std::vector<std::string> kernels() const {
+    std::vector<std::string> k;
+    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
+    return k;
+  }
 
   // Device-to-device copy bandwidth in GB/s, counting the bytes read and written, best of a few
   // copies of `bytes`: a device backend's roofline (`kestrel bench`). Host backends: UNSUPPORTED

@@ -1,5 +1,5 @@
 // What every backend whose memory is the host's shares (the reference and CPU backends): aligned
-// allocations, plain copies, and a kernel for every op.
+// allocations and plain copies.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -19,11 +19,6 @@ class HostDevice : public Device {
   Status write(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
   Status read(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
   Status copy(void* dst, const void* src, size_t n) override { return host_copy(dst, src, n); }
-  std::vector<std::string> kernels() const override {
-    std::vector<std::string> k;
-    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
-    return k;
-  }
 
  private:
   static Status host_copy(void* dst, const void* src, size_t n) {

@@ -60,7 +60,7 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
     scores[i] = e;
     sum += e;
   }
-  sum = block_sum_double(sum, dscratch);  // its barriers also publish every thread's scores
+  sum = block_sum(sum, dscratch);  // its barriers also publish every thread's scores
   if (sinks) sum += exp(static_cast<double>(sink - mx));
 
   float* out = reinterpret_cast<float*>(dst.row(h, t, 0));

@@ -226,11 +226,6 @@ class CudaDevice final : public Device {
     KS_RETURN_IF_ERROR(st);
     return best;
   }
-  std::vector<std::string> kernels() const override {
-    std::vector<std::string> k;
-    for (int i = 0; i < static_cast<int>(Op::COUNT); ++i) k.push_back(op_name(static_cast<Op>(i)));
-    return k;
-  }
   Expected<std::unique_ptr<Executor>> create_executor(int) override {
     auto e = std::make_unique<CudaExecutor>(*this);
     KS_RETURN_IF_ERROR(e->init());

@@ -121,45 +121,33 @@ struct TensorArg {
 };
 TensorArg arg(const Tensor* t);  // an absent (null) tensor gives data == nullptr
 
-// Block-wide sum / max over blockDim.x threads (a multiple of 32, at most 1024), every thread
-// gets the result. `scratch` is 32 floats of shared memory the caller owns.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// A block-wide reduction over blockDim.x threads (a multiple of 32, at most 1024): every thread
+// gets op over all threads' v. `scratch` is 32 values of shared memory the caller owns; the
+// first barrier lets a previous reduction finish reading it.
+template <class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T* scratch, T identity, Op op) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < n_warps ? scratch[lane] : 0.0f;
-  return warp_sum(v);
-}
-// The same in double: where a sum decides a rounding the reference makes (attention's
-// probabilities rounded to fp16), float's error would flip some of them.
-__device__ __forceinline__ double block_sum_double(double v, double* scratch) {
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < n_warps ? scratch[lane] : 0.0;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = lane < n_warps ? scratch[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+// Sums in double: they decide roundings the reference makes (RMS_NORM's scale, attention's
+// probabilities rounded to fp16), and float's error would flip some of them.
+__device__ __forceinline__ double block_sum(double v, double* scratch) {
+  return block_reduce(v, scratch, 0.0, [](double a, double b) { return a + b; });
 }
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < n_warps ? scratch[lane] : -INFINITY;
-  return warp_max(v);
+  return block_reduce(v, scratch, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+}
+
+// Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads
+// then take several items).
+inline unsigned grid_stride_blocks(int64_t n, unsigned threads) {
+  return std::min(blocks_for(n, threads), 4096u);
 }
 
 }  // namespace kestrel::cuda

@@ -7,12 +7,8 @@ namespace kestrel::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr unsigned kMaxBlocks = 4096;
 
-unsigned grid_for(int64_t n) {
-  const unsigned b = blocks_for(n, kThreads);
-  return b < kMaxBlocks ? b : kMaxBlocks;
-}
+unsigned grid_for(int64_t n) { return grid_stride_blocks(n, kThreads); }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 

@@ -153,7 +153,7 @@ Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no activation rounding for " + std::string(dtype_name(vdt)));
   auto go = [&]<DType V>() {
     const int64_t span = V == DType::Q8_K ? 256 : (V == DType::Q8_0 || V == DType::Q8_1) ? 32 : 1;
-    const unsigned grid = std::min<unsigned>(blocks_for(K / span * cols, 128), 4096);
+    const unsigned grid = grid_stride_blocks(K / span * cols, 128);
     st = KS_LAUNCH(round_x_kernel<V>, dim3(grid), dim3(128), 0, s.stream, arg(x), xr);
   };
   switch (vdt) {

@@ -25,7 +25,7 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
   } else {
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) ss += static_cast<double>(x[k]) * x[k];
   }
-  ss = block_sum_double(ss, scratch);
+  ss = block_sum(ss, scratch);
   const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
   float* y = dst.f32(r);
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = x[k] * scale;
@@ -42,7 +42,7 @@ __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
   mx = block_max(mx, scratch);
   double sum = 0;
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) sum += (y[k] = expf(x[k] * scale - mx));
-  sum = block_sum_double(sum, dscratch);
+  sum = block_sum(sum, dscratch);
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = static_cast<float>(y[k] / sum);
 }
 

@@ -170,17 +170,12 @@ TEST_CASE("paged KV: a shared 200-token prefix is computed once and gives the sa
   CAPTURE(backend);
   auto file = gguf::File::open(path);
   REQUIRE(file.ok());
-  ModelLoadOptions lo;
-  lo.backend = backend;
-  auto model = Model::from_file(std::move(file.value()), lo);
-  REQUIRE(model.ok());
   ContextOptions co;
   co.n_ctx = 512;
   co.n_seq_max = 2;
-  auto ctx = Context::create(*model.value(), co);
-  REQUIRE(ctx.ok());
-  Context& c = *ctx.value();
-  const int32_t V = model.value()->hparams().n_vocab;
+  const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
+  Context& c = *m.ctx;
+  const int32_t V = m.model->hparams().n_vocab;
   std::vector<int32_t> prefix(200);
   for (int32_t i = 0; i < 200; ++i) prefix[i] = 1 + (i * 37) % (V - 1);
   std::vector<int32_t> pa = prefix, pb = prefix;
@@ -197,7 +192,7 @@ TEST_CASE("paged KV: a shared 200-token prefix is computed once and gives the sa
   const std::vector<float> shared(c.logits(-1)->begin(), c.logits(-1)->end());
   CHECK(c.kv().stats().prefix_hit_tokens == 192);
 
-  auto alone = Context::create(*model.value(), co);
+  auto alone = Context::create(*m.model, co);
   REQUIRE(alone.ok());
   REQUIRE(alone.value()->decode({.tokens = pb}).ok());
   const auto ref = alone.value()->logits(-1);

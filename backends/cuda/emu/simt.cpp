@@ -300,9 +300,8 @@ std::string schedule(Block& b) {
   }
 }
 
-// Stacks are mapped lazily (MAP_NORESERVE), all 1024 in one region kept for the next launch of
-// this OS thread. The region asks for huge pages: a barrier round touches the top of every
-// running fiber's stack, and with 4 KiB pages that is one TLB entry per thread.
+// Stacks for up to 1024 fibers, in one region mapped lazily (MAP_NORESERVE: only the pages a
+// fiber touches become memory) and kept for the next launch of this OS thread.
 struct StackPool {
   void* region = nullptr;
   ~StackPool() {
@@ -313,7 +312,6 @@ struct StackPool {
       void* r = mmap(nullptr, kStack * kMaxThreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                      -1, 0);
       if (r == MAP_FAILED) return nullptr;
-      madvise(r, kStack * kMaxThreads, MADV_HUGEPAGE);  // a hint; fine if refused
       region = r;
     }
     return static_cast<unsigned char*>(region) + i * kStack;
