@@ -29,6 +29,8 @@ Status run_rope(const Node& n, Stream& s);
 Status run_attention(const Node& n, Stream& s);
 Status run_router(const Node& n, Stream& s);
 Status run_matmul(const Node& n, Stream& s);     // MATMUL and MATMUL_ID
+Status run_top_k(const Node& n, Stream& s);
+bool top_k_supported(const Node& n);
 
 // Weight types the matmul and GET_ROWS kernels read.
 bool weight_type_supported(DType t);

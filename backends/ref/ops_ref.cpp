@@ -1,6 +1,7 @@
 #include "backends/ref/ops_ref.h"
 #include "backends/cpu/repacked.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -151,6 +152,28 @@ void attention(const Node& n, int64_t i0, int64_t i1) {
   }
 }
 
+// TOP_K: sort the row's indices by (NaN first, value descending, index ascending), keep k.
+void top_k(const Node& n, int64_t r0, int64_t r1) {
+  const int64_t V = n.src[0]->ne[0], k = n.dst->ne[0];
+  std::vector<int32_t> idx(static_cast<size_t>(V));
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = row_of(n.src[0], r);
+    for (int64_t i = 0; i < V; ++i) idx[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int32_t a, int32_t b) {
+      const bool na = std::isnan(x[a]), nb = std::isnan(x[b]);
+      if (na != nb) return na;
+      if (!na && x[a] != x[b]) return x[a] > x[b];
+      return a < b;
+    });
+    float* vals = row_of(n.dst, r);
+    int32_t* ids = reinterpret_cast<int32_t*>(n.src[1]->row(r));
+    for (int64_t j = 0; j < k; ++j) {
+      ids[j] = idx[static_cast<size_t>(j)];
+      vals[j] = x[idx[static_cast<size_t>(j)]];
+    }
+  }
+}
+
 }  // namespace
 
 int64_t parallel_items(const Node& n) {
@@ -184,6 +207,7 @@ void run_items(const Node& n, int64_t i0, int64_t i1) {
     case Op::MOE_SUM: return moe_sum(n, i0, i1);
     case Op::SWIGLU_OAI: return swiglu_oai(n, i0, i1);
     case Op::CONCAT: return concat(n, i0, i1);
+    case Op::TOP_K: return top_k(n, i0, i1);
     case Op::MATMUL_ID:
     case Op::MATMUL:
     case Op::COUNT: return;

@@ -26,6 +26,16 @@ Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_c
                                               " bytes of memory of this machine; lower n_ctx");
 }
 
+// The TOP_K node that keeps each logits row's k best: {values [k, rows], ids [k, rows]}.
+std::pair<Tensor*, Tensor*> add_top_k(Graph& g, Tensor* logits, int32_t k) {
+  Tensor* vals = g.intermediate(DType::F32, k, logits->ne[1]);
+  Tensor* ids = g.intermediate(DType::I32, k, logits->ne[1]);
+  g.add(Op::TOP_K, vals, logits, ids);
+  g.mark_output(vals);
+  g.mark_output(ids);
+  return {vals, ids};
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Context>> Context::create(const Model& model, const ContextOptions& opts) {
@@ -80,7 +90,7 @@ Status Context::check_supported() {
   fb.output_rows = std::span<const int32_t>(&out_row, 1);
   Graph g;
   Builder b(g, model_, *kv_, fb);
-  model_.arch().forward(b);
+  add_top_k(g, model_.arch().forward(b), std::min(kMaxBestLogits, model_.hparams().n_vocab));
   for (const Node& node : g.nodes()) {
     if (device().supports(node)) continue;
     std::string types;
@@ -105,6 +115,9 @@ Status Context::decode(const DecodeBatch& in) {
   KS_RETURN_IF_ERROR(bad_len(in.seq_ids.size(), "seq_ids"));
   KS_RETURN_IF_ERROR(bad_len(in.want_logits.size(), "logits flags"));
   const int32_t n_vocab = model_.hparams().n_vocab;
+  if (in.top_k < 0 || in.top_k > kMaxBestLogits)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: top_k " + std::to_string(in.top_k) + " is outside [0, " +
+                                                   std::to_string(kMaxBestLogits) + "] (0: whole rows)");
   std::vector<int32_t> seq(T, 0), pos(T);
   for (int64_t i = 0; i < T; ++i) {
     if (in.tokens[i] < 0 || in.tokens[i] >= n_vocab)
@@ -142,7 +155,9 @@ Status Context::decode(const DecodeBatch& in) {
     const bool want = in.want_logits.empty() ? i == T - 1 : in.want_logits[i];
     if (want) logit_row_[i] = n_out++;
   }
-  logits_.assign(static_cast<size_t>(n_out) * n_vocab, 0.0f);
+  best_k_ = std::min(in.top_k, n_vocab);
+  logits_.assign(best_k_ ? 0 : static_cast<size_t>(n_out) * n_vocab, 0.0f);
+  best_.assign(static_cast<size_t>(n_out) * best_k_, TokenLogit{0, 0.0f});
   const size_t n_embd = static_cast<size_t>(model_.hparams().n_embd);
   hidden_.assign(opts_.capture_hidden ? static_cast<size_t>(n_out) * n_embd : 0, 0.0f);
 
@@ -155,7 +170,8 @@ Status Context::decode(const DecodeBatch& in) {
     std::span<const int32_t> toks = in.tokens.subspan(s, e - s);
     KS_RETURN_IF_ERROR(run_step(toks, std::span<const int32_t>(pos).subspan(s, e - s),
                                 std::span<const int32_t>(seq).subspan(s, e - s), rows,
-                                logits_.data() + static_cast<size_t>(out_done) * n_vocab,
+                                best_k_ ? nullptr : logits_.data() + static_cast<size_t>(out_done) * n_vocab,
+                                best_k_ ? best_.data() + static_cast<size_t>(out_done) * best_k_ : nullptr,
                                 hidden_.empty() ? nullptr : hidden_.data() + static_cast<size_t>(out_done) * n_embd));
     out_done += static_cast<int32_t>(rows.size());
   }
@@ -164,7 +180,7 @@ Status Context::decode(const DecodeBatch& in) {
 
 Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos,
                          std::span<const int32_t> seq, std::span<const int32_t> out_rows, float* logits_out,
-                         float* hidden_out) {
+                         TokenLogit* best_out, float* hidden_out) {
   std::vector<int32_t> slots, attn;
   KS_RETURN_IF_ERROR(kv_->claim(tokens, pos, seq, &slots));
   kv_->pack_attention_batch(pos, seq, &attn);
@@ -181,6 +197,8 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   Graph g;
   Builder b(g, model_, *kv_, fb);
   Tensor* logits = model_.arch().forward(b);
+  const bool keep_best = best_out && !out_rows.empty();  // the rows' best only: TOP_K on the device
+  const auto [best_vals, best_ids] = keep_best ? add_top_k(g, logits, best_k_) : std::pair<Tensor*, Tensor*>{};
   const size_t need = g.plan();
   if (need > arena_size_) {
     if (arena_) device().release(arena_);
@@ -197,11 +215,18 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   KS_RETURN_IF_ERROR(executor_->write(arena_, b.input_image().data(), b.input_image().size()));
   KS_RETURN_IF_ERROR(profiler_ ? profiler_->run(*executor_, g) : executor_->run(g, 0, g.nodes().size()));
   KS_RETURN_IF_ERROR(executor_->sync());
-  if (!out_rows.empty()) {
+  if (keep_best) {
+    const size_t n = out_rows.size() * static_cast<size_t>(best_k_);
+    std::vector<float> vals(n);
+    std::vector<int32_t> ids(n);
+    KS_RETURN_IF_ERROR(executor_->read(vals.data(), best_vals->data, n * sizeof(float)));
+    KS_RETURN_IF_ERROR(executor_->read(ids.data(), best_ids->data, n * sizeof(int32_t)));
+    for (size_t i = 0; i < n; ++i) best_out[i] = {ids[i], vals[i]};
+  } else if (!out_rows.empty()) {
     KS_RETURN_IF_ERROR(executor_->read(logits_out, logits->data, out_rows.size() * logits->ne[0] * sizeof(float)));
-    if (hidden_out && b.hidden())
-      KS_RETURN_IF_ERROR(executor_->read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float)));
   }
+  if (!out_rows.empty() && hidden_out && b.hidden())
+    KS_RETURN_IF_ERROR(executor_->read(hidden_out, b.hidden()->data, out_rows.size() * b.hidden()->ne[0] * sizeof(float)));
   return Status::Ok();
 }
 
@@ -220,8 +245,20 @@ Expected<int32_t> Context::output_row(int32_t i, const char* what) const {
 Expected<std::span<const float>> Context::logits(int32_t i) const {
   auto row = output_row(i, "logits");
   if (!row.ok()) return row.status();
+  if (best_k_ > 0)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: the last decode kept only the best " + std::to_string(best_k_) +
+                                                   " logits of each row (top_k); use row(), or decode with top_k = 0");
   const size_t V = model_.hparams().n_vocab;
   return std::span<const float>(logits_.data() + static_cast<size_t>(row.value()) * V, V);
+}
+
+Expected<LogitRow> Context::row(int32_t i) const {
+  auto row = output_row(i, "logits");
+  if (!row.ok()) return row.status();
+  const int32_t V = model_.hparams().n_vocab;
+  const size_t r = static_cast<size_t>(row.value());
+  if (best_k_ > 0) return LogitRow{{}, std::span<const TokenLogit>(best_.data() + r * best_k_, best_k_), V};
+  return LogitRow{std::span<const float>(logits_.data() + r * V, V), {}, V};
 }
 
 Expected<std::span<const float>> Context::hidden(int32_t i) const {

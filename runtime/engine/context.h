@@ -9,6 +9,7 @@
 #include "engine/profile.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 
 namespace kestrel {
 
@@ -28,6 +29,10 @@ struct DecodeBatch {
   std::span<const int32_t> positions;
   std::span<const int32_t> seq_ids;
   std::span<const bool> want_logits;
+  // > 0: each wanted row keeps only its top_k best logits (1 .. kMaxBestLogits), selected where
+  // the step ran (the TOP_K op: on a GPU the whole row never comes back); row(i) gives them and
+  // logits(i) refuses. What a sampler whose best_needed() is nonzero reads. 0: whole rows.
+  int32_t top_k = 0;
 };
 
 class Context {
@@ -45,8 +50,15 @@ class Context {
   // Runs the batch (split into steps of at most n_batch tokens), appending to the KV cache.
   // Validates every token id, sequence id and position first; on error nothing is cached.
   Status decode(const DecodeBatch& batch);
-  // Logits of batch row i of the last decode (negative counts from the end).
+  // Logits of batch row i of the last decode (negative counts from the end); an error when the
+  // decode kept only the best of each row (DecodeBatch::top_k).
   Expected<std::span<const float>> logits(int32_t i) const;
+  // Batch row i of the last decode as the sampler reads it: whole, or its best logits.
+  Expected<LogitRow> row(int32_t i) const;
+  // The DecodeBatch::top_k for samplers that read `best_needed` best logits per row (0: whole
+  // rows): that many on a device with its own memory, whole rows on host memory, where reading
+  // the row costs nothing and the sampler's own selection is faster than a TOP_K pass (PERF.md).
+  int32_t top_k_for(int32_t best_needed) const { return device().info().host_memory ? 0 : best_needed; }
   // Its final hidden state [n_embd] (ContextOptions::capture_hidden only).
   Expected<std::span<const float>> hidden(int32_t i) const;
   // Per-op profiling (slower: one node at a time); profiler() is null when off.
@@ -56,7 +68,7 @@ class Context {
  private:
   Context(const Model& m) : model_(m) {}
   Status run_step(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::span<const int32_t> seq,
-                  std::span<const int32_t> out_rows, float* logits_out, float* hidden_out);
+                  std::span<const int32_t> out_rows, float* logits_out, TokenLogit* best_out, float* hidden_out);
   Expected<int32_t> output_row(int32_t i, const char* what) const;  // batch row -> logits/hidden row
   Status check_supported();  // the device runs every node of a step's graph
   const Model& model_;
@@ -65,7 +77,9 @@ class Context {
   std::unique_ptr<KvCache> kv_;
   uint8_t* arena_ = nullptr;
   size_t arena_size_ = 0;
-  std::vector<float> logits_;        // [n_vocab * n_logit_rows]
+  std::vector<float> logits_;        // [n_vocab * n_logit_rows] (whole rows)
+  int32_t best_k_ = 0;               // > 0: the last decode kept this many per row, in best_
+  std::vector<TokenLogit> best_;     // [best_k_ * n_logit_rows]
   std::vector<float> hidden_;        // [n_embd * n_logit_rows] (capture_hidden)
   std::vector<int32_t> logit_row_;   // batch row -> logits row, -1 if none
   std::unique_ptr<Profiler> profiler_;

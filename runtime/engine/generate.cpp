@@ -13,10 +13,13 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
   const Tokenizer& tok = ctx.model().tokenizer();
   for (int32_t t : prompt) sampler.accept(t);
   ctx.kv().clear();
-  KS_RETURN_IF_ERROR(ctx.decode({.tokens = prompt}));
+  // Only the best logits of each row come back when the sampler reads no more (device-side
+  // selection: on a GPU the vocabulary-wide row stays there).
+  const int32_t top_k = ctx.top_k_for(sampler.best_needed());
+  KS_RETURN_IF_ERROR(ctx.decode({.tokens = prompt, .top_k = top_k}));
   if (o.max_tokens <= 0) return Status::Ok();
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  auto logits = ctx.logits(-1);
+  auto logits = ctx.row(-1);
   if (!logits.ok()) return logits.status();
   auto first = sampler.sample(logits.value());
   if (!first.ok()) return first.status();
@@ -28,7 +31,7 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
   Draft draft;
   VerifyResult vr;
   std::vector<int32_t> batch;
-  std::vector<std::span<const float>> rows;
+  std::vector<LogitRow> rows;
   for (;;) {
     for (int32_t t : emitted) {
       history.push_back(t);
@@ -50,10 +53,10 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
     batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
     std::unique_ptr<bool[]> want(new bool[batch.size()]);
     for (size_t i = 0; i < batch.size(); ++i) want[i] = true;
-    KS_RETURN_IF_ERROR(ctx.decode({.tokens = batch, .want_logits = {want.get(), batch.size()}}));
+    KS_RETURN_IF_ERROR(ctx.decode({.tokens = batch, .want_logits = {want.get(), batch.size()}, .top_k = top_k}));
     rows.clear();
     for (size_t i = 0; i < batch.size(); ++i) {
-      auto row = ctx.logits(static_cast<int32_t>(i));
+      auto row = ctx.row(static_cast<int32_t>(i));
       if (!row.ok()) return row.status();
       rows.push_back(row.value());
     }

@@ -370,7 +370,7 @@ bool Scheduler::step() {
   std::unique_ptr<bool[]> want_arr(new bool[want.size()]);
   for (size_t i = 0; i < want.size(); ++i) want_arr[i] = want[i];
   const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
-                                  .want_logits = {want_arr.get(), want.size()}});
+                                  .want_logits = {want_arr.get(), want.size()}, .top_k = ctx_->top_k_for(best_needed(row_req))});
   if (!st.ok()) {
     std::vector<std::shared_ptr<Request>> all;
     all.swap(running_);
@@ -389,7 +389,7 @@ bool Scheduler::step() {
       verify_drafts(*r, static_cast<int32_t>(i));  // no draft: plain sampling from the one row
       continue;
     }
-    auto l = ctx_->logits(static_cast<int32_t>(i));
+    auto l = ctx_->row(static_cast<int32_t>(i));
     if (l.ok()) emit(*r, l.value());
   }
   for (size_t i = 0; i < running_.size();) {
@@ -402,13 +402,24 @@ bool Scheduler::step() {
   return true;
 }
 
+int32_t Scheduler::best_needed(const std::vector<Request*>& row_req) {
+  int32_t k = 1;
+  for (const Request* r : row_req) {
+    if (!r) continue;
+    const int32_t need = r->spec.on_logits ? 0 : r->sampler.best_needed();
+    if (need == 0) return 0;
+    k = std::max(k, need);
+  }
+  return k;
+}
+
 // r's last token and draft were decoded from batch row first_row on: verify, keep the accepted
 // drafts in the cache (the rest goes), deliver the emitted tokens.
 void Scheduler::verify_drafts(Request& r, int32_t first_row) {
   const size_t k = r.draft.tokens.size();
-  std::vector<std::span<const float>> rows;
+  std::vector<LogitRow> rows;
   for (size_t i = 0; i <= k; ++i) {
-    auto l = ctx_->logits(first_row + static_cast<int32_t>(i));
+    auto l = ctx_->row(first_row + static_cast<int32_t>(i));
     if (!l.ok()) return finish(r, FinishReason::Error, l.status());
     rows.push_back(l.value());
   }
@@ -430,7 +441,7 @@ void Scheduler::verify_drafts(Request& r, int32_t first_row) {
 }
 
 // Samples the next token of r from logits and delivers it.
-void Scheduler::emit(Request& r, std::span<const float> logits) {
+void Scheduler::emit(Request& r, const LogitRow& logits) {
   auto next = r.sampler.sample(logits);
   if (!next.ok()) return finish(r, FinishReason::Error, next.status());
   r.sampler.accept(next.value());
@@ -438,8 +449,8 @@ void Scheduler::emit(Request& r, std::span<const float> logits) {
 }
 
 // Streams token t of r (sampled from logits); finishes r on a stop condition (then false).
-bool Scheduler::deliver(Request& r, int32_t t, std::span<const float> logits) {
-  if (r.spec.on_logits) r.spec.on_logits(logits);
+bool Scheduler::deliver(Request& r, int32_t t, const LogitRow& logits) {
+  if (r.spec.on_logits) r.spec.on_logits(logits.all);  // whole rows: best_needed() saw the callback
   r.generated.push_back(t);
   r.history.push_back(t);
   const Tokenizer& tok = model_.tokenizer();

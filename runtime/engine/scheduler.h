@@ -82,8 +82,11 @@ class Scheduler {
   bool step();  // false when there was nothing to run
   void admit();
   void finish(Request& r, FinishReason why, Status st = Status::Ok(), bool flush_text = true);
-  void emit(Request& r, std::span<const float> logits);
-  bool deliver(Request& r, int32_t token, std::span<const float> logits);  // false: r finished
+  void emit(Request& r, const LogitRow& logits);
+  bool deliver(Request& r, int32_t token, const LogitRow& logits);  // false: r finished
+  // The best logits per row the step's sampling needs (0: whole rows), over the requests of the
+  // rows that want logits (a logits callback needs whole rows).
+  static int32_t best_needed(const std::vector<Request*>& row_req);
   void draft_all();  // drafts for every decoding request that speculates
   void verify_drafts(Request& r, int32_t first_row);
   void release_seq(Request& r);

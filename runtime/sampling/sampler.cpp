@@ -82,7 +82,53 @@ void Sampler::reset() {
   rng_.reseed(params_.seed);
 }
 
-Status Sampler::prepare(std::span<const float> logits) {
+int32_t Sampler::best_needed() const {
+  const SamplerParams& p = params_;
+  if (!params_status_.ok() || !p.logit_bias.empty()) return 0;
+  const bool penalties =
+      p.penalty_last_n > 0 && (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+  if (penalties) return 0;
+  if (p.temperature <= 0) return 1;
+  return p.top_k > 0 && p.top_k <= kMaxBestLogits ? p.top_k : 0;
+}
+
+Status Sampler::prepare(const LogitRow& row) {
+  return row.best.empty() ? prepare_all(row.all) : prepare_best(row);
+}
+
+// The best logits in strict order are what prepare_all() and the top-k cut would have left:
+// candidates sorted already, no bias or penalties to apply (best_needed() said so).
+Status Sampler::prepare_best(const LogitRow& row) {
+  KS_RETURN_IF_ERROR(params_status_);
+  const int32_t need = best_needed();
+  const size_t n = row.best.size();
+  if (need == 0 || (n < static_cast<size_t>(need) && static_cast<int64_t>(n) < row.n_vocab))
+    return Error(KESTREL_ERR_INTERNAL, "sampler: the step kept the best " + std::to_string(n) +
+                                           " logits of the row; these sampler options need " +
+                                           (need ? "the best " + std::to_string(need) : std::string("the whole row")));
+  cand_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TokenLogit& t = row.best[i];
+    if (!usable_logit(t.logit))  // NaN and +inf rank first: one in the row is here
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, "sampler: logits[" + std::to_string(t.id) + "] is " +
+                                                     fmt_float(t.logit) + " (NaN and +inf are not allowed)");
+    cand_[i] = {t.id, t.logit};
+  }
+  sorted_ = n;
+  max_logit_ = cand_.front().logit;
+  if (params_.temperature > 0 && params_.top_k >= row.n_vocab) {
+    // The row is the whole vocabulary and top-k cuts nothing: the chain then walks it in id
+    // order (top-p sorts what it keeps), and so must this, for the same draws.
+    std::sort(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    sorted_ = 0;
+  }
+  if (max_logit_ == -kInf)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT,
+                 "sampler: every logit is -inf after logit bias and penalties; no token can be sampled");
+  return Status::Ok();
+}
+
+Status Sampler::prepare_all(std::span<const float> logits) {
   KS_RETURN_IF_ERROR(params_status_);
   if (logits.empty()) return Error(KESTREL_ERR_INVALID_ARGUMENT, "sampler: the logits row is empty");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
@@ -286,14 +332,14 @@ int32_t Sampler::draw() {
   return cand_[last_positive].id;  // u rounded up to sum
 }
 
-Expected<int32_t> Sampler::sample(std::span<const float> logits) {
+Expected<int32_t> Sampler::sample(const LogitRow& logits) {
   KS_RETURN_IF_ERROR(prepare(logits));
   if (params_.temperature <= 0) return argmax();
   truncate();
   return draw();
 }
 
-Status Sampler::distribution(std::span<const float> logits, std::vector<std::pair<int32_t, double>>* out) {
+Status Sampler::distribution(const LogitRow& logits, std::vector<std::pair<int32_t, double>>* out) {
   KS_RETURN_IF_ERROR(prepare(logits));
   out->clear();
   if (params_.temperature <= 0) {
@@ -330,7 +376,7 @@ int32_t Sampler::draw_from(std::span<const std::pair<int32_t, double>> weights) 
 }
 
 Expected<std::vector<std::pair<int32_t, float>>> Sampler::debug_apply(std::span<const float> logits) {
-  KS_RETURN_IF_ERROR(prepare(logits));
+  KS_RETURN_IF_ERROR(prepare_all(logits));
   const bool greedy = params_.temperature <= 0;
   if (!greedy) truncate();
   std::vector<std::pair<int32_t, float>> out;

@@ -38,6 +38,28 @@ struct SamplerParams {
   std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
+// One token's logit, as a decode step that selected on the device hands it back.
+struct TokenLogit {
+  int32_t id;
+  float logit;
+};
+
+// Most best logits a step keeps per row when the sampler needs only those (Context's top_k; the
+// TOP_K op's limit).
+inline constexpr int32_t kMaxBestLogits = 256;
+
+// One row of logits as a decode step returned it: the whole vocabulary, or only its best tokens
+// in the chain's strict order (logit descending, id ascending; a NaN or +inf logit anywhere in
+// the row is among them), which is all the chain reads when best_needed() says so.
+struct LogitRow {
+  std::span<const float> all;        // n_vocab logits, or empty
+  std::span<const TokenLogit> best;  // else the best best.size() tokens, best first
+  int32_t n_vocab = 0;               // of the row (all.size() when whole)
+};
+inline LogitRow whole_row(std::span<const float> logits) {
+  return {logits, {}, static_cast<int32_t>(logits.size())};
+}
+
 // KESTREL_ERR_INVALID_ARGUMENT naming the field for NaN/inf values, top_p < 0, min_p > 1,
 // repeat_penalty <= 0, penalty_last_n < 0, a negative bias token or a NaN/+inf bias.
 Status validate(const SamplerParams& p);
@@ -50,7 +72,14 @@ class Sampler {
   // Picks a token. logits are not modified; a NaN or +inf logit, an empty row or a logit bias
   // token outside [0, logits.size()) is an error. -inf logits are allowed (never drawn) but at
   // least one token must remain finite.
-  Expected<int32_t> sample(std::span<const float> logits);
+  Expected<int32_t> sample(std::span<const float> logits) { return sample(whole_row(logits)); }
+  Expected<int32_t> sample(const LogitRow& row);
+
+  // How many of a row's best logits sample() and distribution() read: 1 for greedy, top_k for
+  // top-k sampling (up to kMaxBestLogits), 0 when they need the whole row (logit bias and
+  // penalties move tokens into the top; top-p or min-p without top-k measure the whole row).
+  // A step may then keep only that many per row (device-side selection) with the same results.
+  int32_t best_needed() const;
 
   // Records a token for the penalties (negative ids are ignored; ids past n_vocab at sample
   // time have no effect).
@@ -62,7 +91,10 @@ class Sampler {
   // For speculative decoding, which must draw from exactly the distribution sample() draws from:
   // the tokens sample() could return for these logits with their probabilities (summing to 1),
   // in the order its draw walks them. Greedy: the argmax alone, probability 1.
-  Status distribution(std::span<const float> logits, std::vector<std::pair<int32_t, double>>* out);
+  Status distribution(std::span<const float> logits, std::vector<std::pair<int32_t, double>>* out) {
+    return distribution(whole_row(logits), out);
+  }
+  Status distribution(const LogitRow& row, std::vector<std::pair<int32_t, double>>* out);
   // One uniform number in [0, 1) from this sampler's random stream.
   double uniform() { return rng_.uniform(); }
   // A token drawn from nonnegative weights (not necessarily normalized; not all zero), walking
@@ -83,7 +115,9 @@ class Sampler {
     int32_t id;
     float logit;
   };
-  Status prepare(std::span<const float> logits);  // copy, check, bias, penalties
+  Status prepare(const LogitRow& row);             // copy, check, bias, penalties
+  Status prepare_all(std::span<const float> logits);
+  Status prepare_best(const LogitRow& row);        // a row of best logits: already in order
   void truncate();                                 // top-k, top-p, min-p
   void sort_prefix(size_t m);
   void apply_top_k();

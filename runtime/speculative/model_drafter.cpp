@@ -57,7 +57,7 @@ class ModelDrafter final : public Drafter {
       active.push_back(i);
     }
     for (int32_t step = 0; !active.empty(); ++step) {
-      if (!decode(tokens, pos, seqs, want)) {
+      if (!decode(tokens, pos, seqs, want, ctx_->top_k_for(best_needed(reqs, active)))) {
         for (size_t i : active) out[i].clear();  // no room: no draft this time
         return Status::Ok();
       }
@@ -68,7 +68,7 @@ class ModelDrafter final : public Drafter {
       int32_t row = 0;
       for (size_t i : active) {
         const DraftRequest& r = reqs[i];
-        auto logits = ctx_->logits(logit_rows_[static_cast<size_t>(row++)]);
+        auto logits = ctx_->row(logit_rows_[static_cast<size_t>(row++)]);
         if (!logits.ok()) return logits.status();
         const int32_t t = pick(r, logits.value(), &out[i]);
         if (t < 0 || t >= target_vocab_) {  // a token the target does not have ends the draft
@@ -118,7 +118,7 @@ class ModelDrafter final : public Drafter {
 
   // Decodes one drafting step; false (nothing cached) when the draft's cache has no room.
   bool decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
-              const std::vector<bool>& want) {
+              const std::vector<bool>& want, int32_t top_k) {
     std::unique_ptr<bool[]> w(new bool[want.size()]);
     logit_rows_.clear();
     for (size_t i = 0; i < want.size(); ++i) {
@@ -126,20 +126,35 @@ class ModelDrafter final : public Drafter {
       if (want[i]) logit_rows_.push_back(static_cast<int32_t>(i));
     }
     const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
-                                    .want_logits = {w.get(), want.size()}});
+                                    .want_logits = {w.get(), want.size()}, .top_k = top_k});
     if (!st.ok()) return false;  // nothing was cached
     for (size_t i = 0; i < tokens.size(); ++i) cached_[static_cast<size_t>(seqs[i])].push_back(tokens[i]);
     return true;
   }
 
   // The draft's next token: its most likely one, or a draw from its sampler (recording q).
-  static int32_t pick(const DraftRequest& r, std::span<const float> logits, Draft* out) {
-    if (!r.sampler) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  static int32_t pick(const DraftRequest& r, const LogitRow& logits, Draft* out) {
+    if (!r.sampler) {
+      if (!logits.best.empty()) return logits.best.front().id;
+      return static_cast<int32_t>(std::max_element(logits.all.begin(), logits.all.end()) - logits.all.begin());
+    }
     std::vector<std::pair<int32_t, double>> q;
     if (!r.sampler->distribution(logits, &q).ok() || q.empty()) return -1;
     const int32_t t = r.sampler->draw_from(q);
     out->q.push_back(std::move(q));
     return t;
+  }
+
+  // The best logits per row a step needs for all active requests (0: whole rows): the argmax for
+  // greedy drafts, else what their samplers read.
+  static int32_t best_needed(std::span<const DraftRequest> reqs, const std::vector<size_t>& active) {
+    int32_t k = 1;
+    for (size_t i : active) {
+      const int32_t need = reqs[i].sampler ? reqs[i].sampler->best_needed() : 1;
+      if (need == 0) return 0;
+      k = std::max(k, need);
+    }
+    return k;
   }
 
   std::unique_ptr<Context> owned_;

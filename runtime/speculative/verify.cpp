@@ -38,7 +38,7 @@ class DenseQ {
 
 }  // namespace
 
-Status verify(Sampler& sampler, std::span<const std::span<const float>> rows, const Draft& draft, VerifyResult* out,
+Status verify(Sampler& sampler, std::span<const LogitRow> rows, const Draft& draft, VerifyResult* out,
               AcceptRule rule) {
   const size_t k = draft.tokens.size();
   if (rows.size() != k + 1)
@@ -60,8 +60,9 @@ Status verify(Sampler& sampler, std::span<const std::span<const float>> rows, co
       t = pick.value();
     } else {
       KS_RETURN_IF_ERROR(sampler.distribution(rows[i], &p));
-      if (draft.q.empty()) q.point(d, rows[i].size());
-      else q.set(draft.q[i], rows[i].size());
+      const size_t n_vocab = rows[i].all.empty() ? static_cast<size_t>(rows[i].n_vocab) : rows[i].all.size();
+      if (draft.q.empty()) q.point(d, n_vocab);
+      else q.set(draft.q[i], n_vocab);
       double pd = 0;
       for (const auto& [id, w] : p)
         if (id == d) pd = w;

@@ -34,8 +34,9 @@ enum class AcceptRule {
   kWrongResampleFromTarget,  // on rejection, draw from p instead of max(0, p - q)
 };
 
-// rows.size() == draft.tokens.size() + 1.
-Status verify(Sampler& sampler, std::span<const std::span<const float>> rows, const Draft& draft, VerifyResult* out,
+// rows.size() == draft.tokens.size() + 1. Rows may be whole or best-only (LogitRow) when the
+// sampler's best_needed() allows.
+Status verify(Sampler& sampler, std::span<const LogitRow> rows, const Draft& draft, VerifyResult* out,
               AcceptRule rule = AcceptRule::kExact);
 
 }  // namespace kestrel

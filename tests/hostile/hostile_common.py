@@ -314,6 +314,10 @@ def http(host, port, method, path, body=None, headers=None, timeout=10.0):
     conn = httpclient.HTTPConnection(host, port, timeout=scaled(timeout))
     try:
         try:
+            conn.connect()
+        except ConnectionRefusedError as e:  # nobody listens: refused, worded as exchange() words it
+            return f"connect failed: {e}"
+        try:
             conn.request(method, path, body=body, headers=h)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server answered early and closed: read what it said

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -112,6 +113,63 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   }
   MESSAGE(configs << " architecture configurations x weight types checked");
   CHECK(configs >= 3 * 7);
+}
+
+// A step that keeps only each row's best logits (DecodeBatch::top_k: the TOP_K op where the step
+// runs) gives exactly the top of the whole rows the same step computes, in the sampler's strict
+// order, on every backend; logits() then refuses and an out-of-range top_k is an error.
+TEST_CASE("synthetic models: a step keeping each row's best logits gives the top of its whole rows") {
+  const ArchDef* arch = all_archs().front();
+  const std::vector<uint8_t> bytes = synth(*arch, arch->tiny.front(), DType::Q8_0, 9).to_bytes();
+  const std::vector<int32_t> prompt = {1, 17, 5, 42, 9, 9, 33, 60, 3};
+  bool want[9];
+  for (int i = 0; i < 9; ++i) want[i] = i % 3 != 1;
+  for (const std::string& backend : compiled_backends()) {
+    if (!create_device(backend).ok()) continue;
+    CAPTURE(backend);
+    auto file = gguf::File::from_bytes(bytes, "<synth>");
+    REQUIRE(file.ok());
+    ModelLoadOptions lo;
+    lo.backend = backend;
+    auto model = Model::from_file(std::move(file.value()), lo);
+    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+    ContextOptions co;
+    co.n_ctx = 64;
+    auto ctx = Context::create(*model.value(), co);
+    REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
+    Context& c = *ctx.value();
+    const int32_t V = model.value()->hparams().n_vocab;
+    REQUIRE(c.decode({.tokens = prompt, .want_logits = {want, 9}}).ok());
+    std::vector<std::vector<float>> whole;
+    for (int32_t i = 0; i < 9; ++i)
+      if (want[i]) whole.emplace_back(c.logits(i)->begin(), c.logits(i)->end());
+    for (int32_t k : {1, 7, std::min(V, kMaxBestLogits)}) {
+      CAPTURE(k);
+      c.kv().clear();
+      REQUIRE(c.decode({.tokens = prompt, .want_logits = {want, 9}, .top_k = k}).ok());
+      CHECK(c.logits(0).status().code() == KESTREL_ERR_INVALID_ARGUMENT);
+      size_t n = 0;
+      for (int32_t i = 0; i < 9; ++i) {
+        if (!want[i]) continue;
+        const std::vector<float>& w = whole[n++];
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        for (int32_t t = 0; t < V; ++t) order[static_cast<size_t>(t)] = t;
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return w[a] > w[b]; });
+        auto row = c.row(i);
+        REQUIRE(row.ok());
+        REQUIRE(row->all.empty());
+        REQUIRE(row->best.size() == static_cast<size_t>(k));
+        CHECK(row->n_vocab == V);
+        for (int32_t j = 0; j < k; ++j) {
+          CHECK(row->best[j].id == order[static_cast<size_t>(j)]);
+          CHECK(row->best[j].logit == w[static_cast<size_t>(order[static_cast<size_t>(j)])]);
+        }
+      }
+    }
+    c.kv().clear();
+    CHECK(c.decode({.tokens = prompt, .top_k = kMaxBestLogits + 1}).code() == KESTREL_ERR_INVALID_ARGUMENT);
+    CHECK(c.decode({.tokens = prompt, .top_k = -1}).code() == KESTREL_ERR_INVALID_ARGUMENT);
+  }
 }
 
 // The CPU backend places weights at load (backends/cpu/weights_cpu.h): from a mapped file into huge pages,

@@ -1,6 +1,7 @@
 // Every op x type x shape on every backend against backends/ref, on random data.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -227,6 +228,61 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
       c.outputs.push_back(kct);
       c.outputs.push_back(vct);
       check_case(c, 1e-5, 1e-4);
+    }
+  }
+}
+
+// Rows drawn from a few levels (many ties across the cut), with NaN, +-inf and signed zeros
+// sprinkled in; V from 1 to past a block's worth of chunks, k from 1 to 256 and to V.
+TEST_CASE("TOP_K: ties, NaN, infinities, signed zeros, tails") {
+  std::mt19937 rng(21);
+  const float specials[] = {std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f};
+  for (int64_t V : {1, 7, 33, 300, 1000, 4099}) {
+    for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{40}, std::min<int64_t>(V, 256), V}) {
+      if (k > V || k > 256) continue;
+      for (int variant = 0; variant < 3; ++variant) {
+        Case c;
+        c.name = "top_k V=" + std::to_string(V) + " k=" + std::to_string(k) + " variant " + std::to_string(variant);
+        const int64_t R = 3;
+        Tensor* x = input(c, DType::F32, rng, V, R);
+        std::uniform_int_distribution<int> level(-4, 4), pick(0, 19);
+        for (int64_t i = 0; i < V * R; ++i) {
+          float& v = x->f32()[i];
+          if (variant >= 1) v = 0.5f * static_cast<float>(level(rng));  // ties everywhere
+          if (variant == 2 && pick(rng) == 0) v = specials[static_cast<size_t>(pick(rng)) % 5];
+        }
+        Tensor* vals = output(c, k, R);
+        Tensor* ids = c.g.external(c.buf.tensor(DType::I32, k, R));
+        for (int64_t i = 0; i < k * R; ++i) static_cast<int32_t*>(ids->data)[i] = -1;
+        c.outputs.push_back(ids);
+        c.g.add(Op::TOP_K, vals, x, ids);
+        check_case(c, 1e-30, 0.0);  // copies of the inputs: exact
+
+        // The reference's answer, checked without its code: ids distinct, values theirs, in
+        // strict order, and nothing left out beats the last one kept.
+        auto ref = make_ref_backend();
+        run_graph(*ref, c.g);
+        auto beats = [](float a, int32_t ia, float b, int32_t ib) {
+          if (std::isnan(a) != std::isnan(b)) return std::isnan(a);
+          if (!std::isnan(a) && a != b) return a > b;
+          return ia < ib;
+        };
+        for (int64_t r = 0; r < R; ++r) {
+          const float* row = x->f32(r);
+          const int32_t* id = static_cast<const int32_t*>(ids->data) + r * k;
+          std::vector<bool> kept(static_cast<size_t>(V), false);
+          for (int64_t j = 0; j < k; ++j) {
+            REQUIRE(id[j] >= 0);
+            REQUIRE(id[j] < V);
+            CHECK(!kept[static_cast<size_t>(id[j])]);
+            kept[static_cast<size_t>(id[j])] = true;
+            CHECK(std::memcmp(&vals->f32(r)[j], &row[id[j]], sizeof(float)) == 0);
+            if (j > 0) CHECK(beats(row[id[j - 1]], id[j - 1], row[id[j]], id[j]));
+          }
+          for (int64_t i = 0; i < V; ++i)
+            if (!kept[static_cast<size_t>(i)]) CHECK(!beats(row[i], static_cast<int32_t>(i), row[id[k - 1]], id[k - 1]));
+        }
+      }
     }
   }
 }

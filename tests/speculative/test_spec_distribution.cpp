@@ -84,8 +84,8 @@ std::vector<int32_t> speculate3(const Bigram& p, const Bigram& q, DraftKind kind
       d.tokens.push_back(t);
       prev = t;
     }
-    std::vector<std::span<const float>> rows = {p.row(out.back())};
-    for (int32_t t : d.tokens) rows.push_back(p.row(t));
+    std::vector<LogitRow> rows = {whole_row(p.row(out.back()))};
+    for (int32_t t : d.tokens) rows.push_back(whole_row(p.row(t)));
     VerifyResult vr;
     REQUIRE(verify(s, rows, d, &vr, rule).ok());
     out.insert(out.end(), vr.tokens.begin(), vr.tokens.end());

@@ -539,3 +539,95 @@ TEST_CASE("sampler top-p over large vocabularies: narrowed nucleus equals the fu
     }
   }
 }
+
+namespace {
+// The k best of a row in the chain's strict order, sorted here (what the TOP_K op returns).
+std::vector<TokenLogit> best_of(const std::vector<float>& logits, size_t k) {
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::vector<TokenLogit> out;
+  for (size_t j = 0; j < std::min(k, order.size()); ++j) out.push_back({order[j], logits[static_cast<size_t>(order[j])]});
+  return out;
+}
+}  // namespace
+
+TEST_CASE("sampler best_needed: greedy and top-k read only the best; bias, penalties, unbounded top-p need the row") {
+  SamplerParams p;
+  p.temperature = 0;
+  CHECK(Sampler(p).best_needed() == 1);
+  p.temperature = 0.7f;
+  p.top_k = 40;
+  CHECK(Sampler(p).best_needed() == 40);
+  p.top_k = kMaxBestLogits + 1;
+  CHECK(Sampler(p).best_needed() == 0);
+  p.top_k = 0;  // top-p over the whole vocabulary
+  CHECK(Sampler(p).best_needed() == 0);
+  p.top_k = 8;
+  p.repeat_penalty = 1.1f;
+  CHECK(Sampler(p).best_needed() == 0);
+  p.penalty_last_n = 0;  // penalties off after all
+  CHECK(Sampler(p).best_needed() == 8);
+  p.logit_bias = {{3, 1.0f}};
+  CHECK(Sampler(p).best_needed() == 0);
+  p = SamplerParams{};
+  p.temperature = NAN;  // invalid options: the whole row, whose sample() reports them
+  CHECK(Sampler(p).best_needed() == 0);
+}
+
+// The same seeds draw the same tokens from a row's best as from the whole row, ties and -inf
+// included, for every combination best_needed() accepts; distributions agree exactly.
+TEST_CASE("sampler on best-only rows: the same tokens and distributions as on whole rows") {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t V = trial % 3 == 0 ? 7 : 3000;
+    std::vector<float> logits = random_logits(V, 100 + static_cast<uint64_t>(trial));
+    if (trial % 2) {  // ties across the cut and banned tokens
+      for (float& l : logits) l = std::round(l * 2.0f) / 2.0f;
+      logits[static_cast<size_t>(trial) % V] = kNegInf;
+    }
+    SamplerParams p;
+    p.seed = static_cast<uint64_t>(trial);
+    p.temperature = trial % 5 == 0 ? 0.0f : 0.3f + 0.1f * static_cast<float>(trial % 7);
+    p.top_k = 1 + trial % 50;
+    p.top_p = trial % 4 == 0 ? 1.0f : 0.6f + 0.05f * static_cast<float>(trial % 6);
+    p.min_p = trial % 3 == 0 ? 0.0f : 0.02f * static_cast<float>(trial % 4);
+    Sampler whole(p), best(p);
+    const int32_t k = best.best_needed();
+    REQUIRE(k >= 1);
+    // A step may keep more than a request needs (the batch keeps the most any row needs).
+    const std::vector<TokenLogit> top = best_of(logits, static_cast<size_t>(k + trial % 3));
+    const LogitRow row{{}, top, static_cast<int32_t>(V)};
+    for (int draw = 0; draw < 20; ++draw) {
+      auto a = whole.sample(logits);
+      auto b = best.sample(row);
+      REQUIRE(a.ok());
+      REQUIRE(b.ok());
+      CHECK(a.value() == b.value());
+    }
+    std::vector<std::pair<int32_t, double>> da, db;
+    REQUIRE(whole.distribution(logits, &da).ok());
+    REQUIRE(best.distribution(row, &db).ok());
+    CHECK(da == db);
+  }
+}
+
+TEST_CASE("sampler on best-only rows: NaN and +inf are errors, too few best logits an internal error") {
+  SamplerParams p;
+  p.temperature = 0.8f;
+  p.top_k = 4;
+  Sampler s(p);
+  std::vector<float> logits = random_logits(50, 3);
+  logits[17] = NAN;
+  std::vector<TokenLogit> top = {{17, NAN}, {2, 1.0f}, {3, 0.5f}, {4, 0.1f}};
+  auto r = s.sample(LogitRow{{}, top, 50});
+  CHECK(r.status().code() == KESTREL_ERR_INVALID_ARGUMENT);
+  CHECK(has(r.status().message(), "logits[17]"));
+  top[0] = {9, 2.0f};
+  top.pop_back();
+  CHECK(s.sample(LogitRow{{}, top, 50}).status().code() == KESTREL_ERR_INTERNAL);
+  CHECK(s.sample(LogitRow{{}, top, 3}).ok());  // a 3-token vocabulary has only three
+  p.top_k = 0;
+  Sampler needs_row(p);
+  CHECK(needs_row.sample(LogitRow{{}, top, 50}).status().code() == KESTREL_ERR_INTERNAL);
+}

@@ -58,7 +58,7 @@ TG=${GPU_SUITE_TG:-128}
 REPS=${GPU_SUITE_REPS:-3}
 SKIP=" ${GPU_SUITE_SKIP:-} "
 # One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
-MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*'}
+MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*TOP_K*'}
 MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)

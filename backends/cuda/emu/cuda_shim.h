@@ -79,6 +79,7 @@ T __shfl_sync(unsigned, T v, int src_lane, int width = 32) {
   return ::kestrel::cuda_emu::shuffle(v, ::kestrel::cuda_emu::src_idx, static_cast<unsigned>(src_lane),
                                       static_cast<unsigned>(width));
 }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __ballot_sync(unsigned, int pred) { return ::kestrel::cuda_emu::warp_ballot(pred != 0); }
 inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0; }
 inline int __all_sync(unsigned, int pred) {
