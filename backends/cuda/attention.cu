@@ -3,7 +3,8 @@
 // of V, a thread per output dimension. Causal and sliding-window masks, sinks and soft-capping
 // as the reference; GQA by kv head = head / group; MLA's V is a strided view of K's rows.
 // Scores live in scratch (one row of max_cells per block of a launch). Correct, not fast: the
-// flash-attention kernels (tiled, online softmax, split-K decode) are CUDA part 2's.
+// reference path, and the one for prefill; a few tokens take attention_decode.cu (split over the
+// cache, GQA-aware), and tiled tensor-core prefill is still to come (issue 21).
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
@@ -17,11 +18,6 @@ struct AttnArgs {
   int32_t window;
   bool f16_k, f16_v;
 };
-
-__device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int64_t k, bool f16) {
-  const uint8_t* row = c.data + cell * c.nb[1];
-  return f16 ? half_to_float(reinterpret_cast<const uint16_t*>(row)[k]) : reinterpret_cast<const float*>(row)[k];
-}
 
 __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg vc, const float* sinks,
                                  const int32_t* packed, AttnArgs a, int64_t item0, float* scores_all,
@@ -79,6 +75,7 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
 }  // namespace
 
 Status run_attention(const Node& n, Stream& s) {
+  if (attention_decode_applies(n)) return run_attention_decode(n, s);
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
   const AttentionParams& ap = n.param<AttentionParams>();
   AttnArgs a{};

@@ -121,6 +121,12 @@ struct TensorArg {
 };
 TensorArg arg(const Tensor* t);  // an absent (null) tensor gives data == nullptr
 
+// Value k of cell `cell` of a KV cache tensor (F16 or F32 rows; a view keeps its row stride).
+__device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int64_t k, bool f16) {
+  const uint8_t* row = c.data + cell * c.nb[1];
+  return f16 ? half_to_float(reinterpret_cast<const uint16_t*>(row)[k]) : reinterpret_cast<const float*>(row)[k];
+}
+
 // A block-wide reduction over blockDim.x threads (a multiple of 32, at most 1024): every thread
 // gets op over all threads' v. `scratch` is 32 values of shared memory the caller owns; the
 // first barrier lets a previous reduction finish reading it.
@@ -142,6 +148,22 @@ __device__ __forceinline__ double block_sum(double v, double* scratch) {
 }
 __device__ __forceinline__ float block_max(float v, float* scratch) {
   return block_reduce(v, scratch, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+}
+
+// Sums the warp's 32 partials of each of nc <= NC columns: lane j < nc gets column j's total.
+// Through shared memory (`part`: 32 * NC values the warp owns; one barrier each way) rather than
+// 5 shuffles per column: the same on the GPU for a memory-bound kernel, and a fifth of the
+// barriers under the emulator.
+template <int NC>
+__device__ __forceinline__ double warp_sum_columns(const double* acc, int nc, double* part) {
+  const unsigned lane = threadIdx.x % 32;
+  for (int j = 0; j < NC; ++j) part[lane * NC + j] = acc[j];
+  __syncwarp();
+  double s = 0;
+  if (static_cast<int>(lane) < nc)
+    for (int l = 0; l < 32; ++l) s += part[l * NC + lane];
+  __syncwarp();  // part is reused by the warp's next columns
+  return s;
 }
 
 // Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads

@@ -28,6 +28,16 @@ __device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {  // unaligned l
   return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
+// The 6-bit scale and min of sub-block `sub` (0..7) of a Q4_K / Q5_K super-block's 12 scale bytes.
+__device__ __forceinline__ void k4_scale_min(const uint8_t* scales, int sub, int& sc, int& m) {
+  if (sub < 4) {
+    sc = scales[sub] & 63, m = scales[sub + 4] & 63;
+  } else {
+    sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
+    m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
+  }
+}
+
 // Decodes chunk c (32 values) of a row of type T into out[32].
 template <DType T>
 __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, float* out) {
@@ -89,12 +99,7 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, flo
     const auto* b = reinterpret_cast<const B*>(row) + c / 8;
     const int sub = static_cast<int>(c % 8);  // a chunk is one sub-block of 32
     int sc, m;
-    if (sub < 4) {
-      sc = b->scales[sub] & 63, m = b->scales[sub + 4] & 63;
-    } else {
-      sc = (b->scales[sub + 4] & 0xF) | ((b->scales[sub - 4] >> 6) << 4);
-      m = (b->scales[sub + 4] >> 4) | ((b->scales[sub] >> 6) << 4);
-    }
+    k4_scale_min(b->scales, sub, sc, m);
     const float d = half_to_float(b->d) * static_cast<float>(sc), mn = half_to_float(b->dmin) * static_cast<float>(m);
     const uint8_t* qs = b->qs + 32 * (sub / 2);
     for (int j = 0; j < 32; ++j) {

@@ -27,10 +27,25 @@ Status run_rms_norm(const Node& n, Stream& s);
 Status run_softmax(const Node& n, Stream& s);
 Status run_rope(const Node& n, Stream& s);
 Status run_attention(const Node& n, Stream& s);
+// Few tokens over a long cache: GQA-aware and split over the cache (attention_decode.cu).
+bool attention_decode_applies(const Node& n);
+Status run_attention_decode(const Node& n, Stream& s);
 Status run_router(const Node& n, Stream& s);
 Status run_matmul(const Node& n, Stream& s);     // MATMUL and MATMUL_ID
 Status run_top_k(const Node& n, Stream& s);
 bool top_k_supported(const Node& n);
+
+// The integer-dot decode GEMV (gemv_q8.cu): MATMUL of at most kMaxCols columns for the weight
+// types whose blocks are integer codes (int_codes.cuh).
+inline constexpr int kMaxCols = 8;
+bool gemv_q8_applies(const Node& n);
+Status run_gemv_q8(const Node& n, Stream& s);
+// Their batched MATMUL (more than kMaxCols columns) on int8 tensor cores (mmq.cu).
+bool mmq_applies(const Node& n);
+Status run_mmq(const Node& n, Stream& s);
+// KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
+// rest on a GPU).
+bool reference_kernels_only();
 
 // Weight types the matmul and GET_ROWS kernels read.
 bool weight_type_supported(DType t);

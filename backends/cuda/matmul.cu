@@ -2,8 +2,8 @@
 // activations are rounded through the weight type's vec_dot type (Q8_0, Q8_1, Q8_K, F16, BF16:
 // what llama.cpp's matmul sees) into scratch; then one warp per output row, each lane decoding
 // whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
-// for decode, 8 for batches, so a decoded chunk serves eight tokens). Tensor cores and the
-// memory-speed GEMV are CUDA part 2's.
+// for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
+// integer-code types go to gemv_q8.cu (decode) and mmq.cu (batches, tensor cores).
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -83,21 +83,6 @@ __device__ __forceinline__ void dot_row(const uint8_t* row, const float* xr, int
   }
 }
 
-// Sums the warp's 32 partials of each of nc columns: lane j < nc gets column j's total. Through
-// shared memory (one barrier each way) rather than 5 shuffles per column: the same on the GPU for
-// a memory-bound kernel, and a fifth of the barriers under the emulator.
-template <int NC>
-__device__ __forceinline__ double reduce_columns(const double* acc, int nc, double* part) {
-  const unsigned lane = threadIdx.x % 32;
-  for (int j = 0; j < NC; ++j) part[lane * NC + j] = acc[j];
-  __syncwarp();
-  double s = 0;
-  if (static_cast<int>(lane) < nc)
-    for (int l = 0; l < 32; ++l) s += part[l * NC + lane];
-  __syncwarp();  // part is reused by the warp's next columns
-  return s;
-}
-
 // dst[n, m] = W row n . xr column m. Block: kWarps rows; blockIdx.y (strided): columns by NC.
 template <DType T, int NC>
 __global__ void matmul_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
@@ -113,7 +98,7 @@ __global__ void matmul_kernel(TensorArg dst, TensorArg w, const float* xr, int64
     double acc[NC];
     for (int j = 0; j < NC; ++j) acc[j] = 0;
     dot_row<T, NC>(row, xr + m0 * K, K, nc, acc);
-    const double total = reduce_columns<NC>(acc, nc, part);
+    const double total = warp_sum_columns<NC>(acc, nc, part);
     if (static_cast<int>(lane) < nc) dst.f32(m0 + lane)[n] = static_cast<float>(total);
   }
 }
@@ -138,7 +123,7 @@ __global__ void matmul_id_kernel(TensorArg dst, TensorArg w, const float* xr, in
     double acc = 0;
     const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
     dot_row<T, 1>(w.data + n * w.nb[1] + e * w.nb[2], xr + col * K, K, 1, &acc);
-    acc = reduce_columns<1>(&acc, 1, part);
+    acc = warp_sum_columns<1>(&acc, 1, part);
     if (threadIdx.x % 32 == 0) y[n] = static_cast<float>(acc) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
   }
 }
@@ -178,6 +163,8 @@ bool weight_type_supported(DType t) {
 }
 
 Status run_matmul(const Node& n, Stream& s) {
+  if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
+  if (mmq_applies(n)) return run_mmq(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];
   auto xr = round_x(w, x, s);
   KS_RETURN_IF_ERROR(xr.status());

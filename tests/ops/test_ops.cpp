@@ -121,6 +121,43 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
   }
 }
 
+// The integer-code types on CUDA's integer kernels: M <= 8 takes the dp4a GEMV (gemv_q8.cu), more
+// columns the int8 tensor-core GEMM (mmq.cu). Rows of more chunks than a warp has lanes and than
+// a whole number of GEMM stages, row and column counts that leave partial tiles. Every backend
+// within the usual tolerance; CUDA's within float rounding of the reference for the 32-value
+// types (every product of both double sums is exact), where a float-accumulating kernel would be
+// off by ~1e-6.
+TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows") {
+  std::mt19937 rng(31);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::MXFP4,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const bool k_quant = dtype_info(type).block_size == 256;
+    for (int64_t K : {k_quant ? 256 * 5 : 32 * 33, k_quant ? 256 * 9 : 32 * 70}) {
+      for (int64_t M : {1, 2, 8, 9, 41}) {
+        Case c;
+        c.name = std::string(M <= 8 ? "gemv " : "mmq ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
+        Tensor w = c.buf.tensor(type, K, 19);
+        fill_random_weights(w, rng);
+        Tensor* x = input(c, DType::F32, rng, K, M);
+        Tensor* dst = output(c, 19, M);
+        c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+        check_case(c, 1e-4, 1e-4);
+        // The K-quants' reference rounds each weight (d * sc * q - dmin * m) and activation
+        // (float Q8_K scale times code) to float: only the usual tolerance there.
+        auto cuda = try_backend("cuda");
+        if (!cuda || k_quant) continue;
+        auto ref = make_ref_backend();
+        run_graph(*ref, c.g);
+        const std::vector<float> want(dst->f32(), dst->f32() + 19 * M);
+        run_on_device(*cuda, c.g);
+        for (int64_t i = 0; i < 19 * M; ++i)
+          CHECK_MESSAGE(std::fabs(dst->f32()[i] - want[static_cast<size_t>(i)]) <= 2e-7 * (1 + std::fabs(want[static_cast<size_t>(i)])),
+                        c.name << " element " << i << ": cuda " << dst->f32()[i] << ", ref " << want[static_cast<size_t>(i)]);
+      }
+    }
+  }
+}
+
 // Weights at their largest codes against activations at their largest magnitude: the integer
 // kernels sum several byte products in int16 lanes before widening (qtile_avx2.cpp), which must not
 // overflow. One value of -1 per 16 and +1 elsewhere quantizes to the extreme codes of every type;
@@ -227,6 +264,42 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
           AttentionParams{.scale = 0.3f, .softcap = variant % 4 == 3 ? 5.0f : 0.0f, .window = variant % 4 == 1 ? 3 : 0};
       c.outputs.push_back(kct);
       c.outputs.push_back(vct);
+      check_case(c, 1e-5, 1e-4);
+    }
+  }
+}
+
+// CUDA's decode attention (attention_decode.cu) splits the cache in pieces of 256 cells and reads
+// K and V once per kv head group; its part-1 kernel stays for more than 16 tokens. Paged block
+// tables (16 cells a block, out of order), 600 cells (three splits, the last partial), one to 20
+// tokens, groups of 1, 4 and 16 heads, windows, sinks and soft-capping, both cache types.
+TEST_CASE("ATTENTION: long paged caches, decode and prefill token counts, GQA groups") {
+  std::mt19937 rng(17);
+  const int32_t bs = 16, n_blocks = 39, cells = bs * n_blocks;  // 624 cells, 600 used by the table
+  for (DType cache_type : {DType::F16, DType::F32}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      const int64_t T = variant % 3 == 0 ? 1 : (variant % 3 == 1 ? 3 : 20);
+      const int64_t nkv = variant < 3 ? 2 : 1, nh = variant < 3 ? 8 : 16, hd = variant < 3 ? 64 : 40;
+      Case c;
+      c.name = std::string("long attention ") + dtype_name(cache_type) + " T=" + std::to_string(T) + " group " +
+               std::to_string(nh / nkv);
+      Tensor kc = c.buf.tensor(cache_type, hd * nkv, cells), vc = c.buf.tensor(cache_type, hd * nkv, cells);
+      fill_random(kc, rng);
+      fill_random(vc, rng);
+      // One sequence: its table lists blocks 1..38 in a shuffled order, 600 cells of positions 0..599
+      // (the last block partly empty); the batch's tokens at positions 600 - T .. 599.
+      std::vector<int32_t> table(n_blocks - 1);
+      for (int32_t i = 0; i < n_blocks - 1; ++i) table[static_cast<size_t>(i)] = (i * 7 + 3) % (n_blocks - 1) + 1;
+      std::vector<int32_t> cell_pos(static_cast<size_t>(cells), -1);
+      for (int32_t i = 0; i < 600; ++i) cell_pos[static_cast<size_t>(table[static_cast<size_t>(i / bs)] * bs + i % bs)] = i;
+      std::vector<int32_t> tok_pos, tok_seq(static_cast<size_t>(T), 0);
+      for (int64_t t = 0; t < T; ++t) tok_pos.push_back(static_cast<int32_t>(600 - T + t));
+      Tensor* batch = input_i32(c, pack_attention(tok_pos, tok_seq, cell_pos, bs, {0, n_blocks - 1}, table));
+      Tensor* q = input(c, DType::F32, rng, hd, nh, T);
+      Tensor* sinks = variant == 1 ? input(c, DType::F32, rng, nh) : nullptr;
+      Tensor* dst = output(c, hd, nh, T);
+      c.g.add(Op::ATTENTION, dst, q, c.g.external(kc), c.g.external(vc), sinks, batch).params =
+          AttentionParams{.scale = 0.2f, .softcap = variant == 4 ? 4.0f : 0.0f, .window = variant == 0 || variant == 2 ? 300 : 0};
       check_case(c, 1e-5, 1e-4);
     }
   }

@@ -4,7 +4,8 @@
 #   2. ctest     ctest -L cuda (unit, ops, models, speculative on the real device)
 #   3. memcheck  compute-sanitizer --tool memcheck on tests/test_ops (one test case per kernel family)
 #   4. synth     Llama-3.1-8B-shaped random models, one per type (reused when present)
-#   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each; a markdown table last
+#   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each, and tg again with
+#                KESTREL_CUDA_KERNELS=reference (the part-1 kernels); a markdown table last
 # Every step runs even when one before it failed (those needing the build are skipped without
 # one); each one's status is printed, and the exit status is 1 when any failed.
 #
@@ -58,7 +59,7 @@ TG=${GPU_SUITE_TG:-128}
 REPS=${GPU_SUITE_REPS:-3}
 SKIP=" ${GPU_SUITE_SKIP:-} "
 # One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
-MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*TOP_K*'}
+MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*MATMUL: the integer-code types*,*TOP_K*'}
 MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)
@@ -228,6 +229,16 @@ do_bench() {
       rc=1
       rm -f "$TMP/bench-$t.json"
     fi
+    # The same decode on the part-1 kernels only: what the fast kernels gain, measured side by side.
+    if [[ $DRY == 1 ]]; then
+      run env KESTREL_CUDA_KERNELS=reference "$KESTREL" bench -d cuda -m "$m" -p 0 -n "$TG" -r "$REPS" --json
+    elif KESTREL_CUDA_KERNELS=reference "$KESTREL" bench -d cuda -m "$m" -p 0 -n "$TG" -r "$REPS" --json \
+      >"$TMP/bench-$t-ref.json"; then
+      cat "$TMP/bench-$t-ref.json"
+    else
+      rc=1
+      rm -f "$TMP/bench-$t-ref.json"
+    fi
   done
   return "$rc"
 }
@@ -262,8 +273,8 @@ summary() {
   echo "gpu_suite: $GPU_NAME, KESTREL_CUDA_ARCHS=$ARCHS, build $BUILD, logs $LOGS"
   for i in "${!STEP_NAMES[@]}"; do printf '  %-9s %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}"; done
   echo
-  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth |"
-  echo "|---|---|---|---:|---:|---|"
+  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels |"
+  echo "|---|---|---|---:|---:|---|---:|"
   for t in "${TYPES[@]}"; do
     f=$TMP/bench-$t.json
     if [[ -s $f ]]; then
@@ -272,7 +283,11 @@ summary() {
     else
       dev=$GPU_NAME pps=- tgs=- share="- (no bench result)"
     fi
-    echo "| $dev | $PRESET | $t | $pps | $tgs | $share |"
+    ref_tgs=-
+    if [[ -s $TMP/bench-$t-ref.json ]]; then
+      IFS=$'\t' read -r _ _ ref_tgs _ <<<"$(bench_row "$TMP/bench-$t-ref.json")"
+    fi
+    echo "| $dev | $PRESET | $t | $pps | $tgs | $share | $ref_tgs |"
   done
 }
 

@@ -1,0 +1,195 @@
+// ATTENTION for a few tokens over a long cache (decode, speculative verification): each K and V
+// row is read once per kv head for its whole query group (GQA), and the cache is split into
+// kSplit-cell pieces so that one token still fills the GPU. Four launches:
+//   1. scores: a block per (split, kv head, token), the group's queries in shared memory, a
+//      thread per cell reading its K row once for all of them (double dots, as the reference);
+//      masked cells score -inf. Scores go to scratch, [token][head][cell].
+//   2. stats: a block per (head, token): the max over its scores and the sink, then the sum of
+//      exp(s - max) in double.
+//   3. pv: a block per (split, kv head, token): the split's probabilities of every head of the
+//      group in shared memory, p = exp(s - max) / sum rounded to fp16 for an F16 V cache (the
+//      reference's rounding: the normalised p, which an online softmax would not have), then a
+//      thread per output dimension, V read once for the group. Partial sums to scratch.
+//   4. reduce: the output is the splits' partial sums, added in split order.
+// Masks, sinks, soft-capping and MLA's strided V as in the part-1 kernel (attention.cu), which
+// stays the path for prefill.
+#include "backends/cuda/kernels.h"
+
+namespace kestrel::cuda {
+namespace {
+
+constexpr int kSplit = 256;      // cells per split
+constexpr int kMaxGroup = 16;    // query heads per kv head handled here
+constexpr int kMaxTokens = 16;   // tokens handled here
+constexpr unsigned kThreads = 128;
+
+struct DecodeArgs {
+  int64_t n_head, group, hd_k, hd_v, max_cells, n_split;
+  float scale, softcap;
+  int32_t window;
+  bool f16_k, f16_v;
+};
+
+__global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, DecodeArgs a, float* scores) {
+  KS_DYNAMIC_SMEM(float, qs);  // [group][hd_k], rounded like the cache
+  const AttentionBatch b = AttentionBatch::view(packed);
+  const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
+  const int64_t kvh = blockIdx.y, h0 = kvh * a.group;
+  for (int64_t i = threadIdx.x; i < a.group * a.hd_k; i += blockDim.x) {
+    const float v = reinterpret_cast<const float*>(q.row(h0 + i / a.hd_k, t, 0))[i % a.hd_k];
+    qs[i] = a.f16_k ? round_half(v) : v;
+  }
+  __syncthreads();
+  const int32_t end = nc < static_cast<int32_t>((blockIdx.x + 1) * kSplit) ? nc : static_cast<int32_t>((blockIdx.x + 1) * kSplit);
+  for (int32_t i = static_cast<int32_t>(blockIdx.x * kSplit + threadIdx.x); i < end; i += blockDim.x) {
+    const int32_t c = b.cell(t, i);
+    float* out = scores + (t * a.n_head + h0) * a.max_cells + i;
+    if (!b.visible(t, c, a.window)) {
+      for (int64_t g = 0; g < a.group; ++g) out[g * a.max_cells] = -INFINITY;
+      continue;
+    }
+    double dot[kMaxGroup];
+    for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0;
+    for (int64_t d = 0; d < a.hd_k; ++d) {
+      const double k = cache_at(kc, c, kvh * a.hd_k + d, a.f16_k);
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < a.group) dot[g] += static_cast<double>(qs[g * a.hd_k + d]) * k;
+    }
+    for (int64_t g = 0; g < a.group; ++g) {
+      const float sd = static_cast<float>(dot[g]);
+      out[g * a.max_cells] = a.softcap > 0 ? a.softcap * tanhf(sd * a.scale / a.softcap) : sd * a.scale;
+    }
+  }
+}
+
+__global__ void stats_kernel(const int32_t* packed, const float* sinks, DecodeArgs a, const float* scores, float* maxes,
+                             double* sums) {
+  __shared__ float scratch[32];
+  __shared__ double dscratch[32];
+  const AttentionBatch b = AttentionBatch::view(packed);
+  const int64_t h = blockIdx.x;
+  const int32_t t = static_cast<int32_t>(blockIdx.y), nc = b.n_cells_of(t);
+  const float* s = scores + (t * a.n_head + h) * a.max_cells;
+  float mx = -INFINITY;
+  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) mx = fmaxf(mx, s[i]);
+  mx = block_max(mx, scratch);
+  const float sink = sinks ? sinks[h] : -INFINITY;
+  mx = fmaxf(mx, sink);
+  double sum = 0;
+  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) sum += isinf(s[i]) ? 0.0f : expf(s[i] - mx);
+  sum = block_sum(sum, dscratch);
+  if (threadIdx.x == 0) {
+    maxes[t * a.n_head + h] = mx;
+    sums[t * a.n_head + h] = sum + (sinks ? exp(static_cast<double>(sink - mx)) : 0.0);
+  }
+}
+
+__global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, const float* scores, const float* maxes,
+                          const double* sums, float* partial) {
+  KS_DYNAMIC_SMEM(float, ps);  // [group][kSplit] probabilities of the split's cells
+  const AttentionBatch b = AttentionBatch::view(packed);
+  const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
+  const int64_t kvh = blockIdx.y, h0 = kvh * a.group;
+  const int32_t i0 = static_cast<int32_t>(blockIdx.x * kSplit), n = nc - i0 < 0 ? 0 : (nc - i0 < kSplit ? nc - i0 : kSplit);
+  for (int64_t j = threadIdx.x; j < a.group * kSplit; j += blockDim.x) {
+    const int64_t g = j / kSplit, i = j % kSplit, h = h0 + g;
+    float p = 0.0f;
+    if (i < n) {
+      const float s = scores[(t * a.n_head + h) * a.max_cells + i0 + i];
+      const float e = isinf(s) ? 0.0f : expf(s - maxes[t * a.n_head + h]);
+      p = static_cast<float>(e / sums[t * a.n_head + h]);
+      if (a.f16_v) p = round_half(p);
+      if (e == 0.0f) p = 0.0f;
+    }
+    ps[j] = p;
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < a.hd_v; d += blockDim.x) {
+    float acc[kMaxGroup];
+    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      bool any = false;
+      for (int g = 0; g < kMaxGroup; ++g) any |= g < a.group && ps[g * kSplit + i] != 0.0f;
+      if (!any) continue;
+      const float v = cache_at(vc, b.cell(t, i0 + i), kvh * a.hd_v + d, a.f16_v);
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < a.group) acc[g] += ps[g * kSplit + i] * v;
+    }
+    for (int64_t g = 0; g < a.group; ++g)
+      partial[((blockIdx.x * gridDim.z + t) * a.n_head + h0 + g) * a.hd_v + d] = acc[g];
+  }
+}
+
+__global__ void reduce_kernel(TensorArg dst, DecodeArgs a, int64_t T, const float* partial) {
+  const int64_t per_split = T * a.n_head * a.hd_v;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < per_split;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0;
+    for (int64_t sp = 0; sp < a.n_split; ++sp) sum += partial[sp * per_split + i];
+    const int64_t d = i % a.hd_v, h = (i / a.hd_v) % a.n_head, t = i / (a.hd_v * a.n_head);
+    reinterpret_cast<float*>(dst.row(h, t, 0))[d] = sum;
+  }
+}
+
+DecodeArgs decode_args(const Node& n) {
+  const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
+  const AttentionParams& ap = n.param<AttentionParams>();
+  DecodeArgs a{};
+  a.n_head = q->ne[1], a.hd_k = q->ne[0], a.hd_v = n.dst->ne[0];
+  a.group = a.n_head / (kc->ne[0] / a.hd_k);
+  a.max_cells = kc->ne[1];  // bounds the packed batch's max_cells, which only the device holds
+  a.n_split = (a.max_cells + kSplit - 1) / kSplit;
+  a.scale = ap.scale, a.softcap = ap.softcap, a.window = ap.window;
+  a.f16_k = kc->type == DType::F16, a.f16_v = vc->type == DType::F16;
+  return a;
+}
+
+// Scratch: scores [T][n_head][max_cells], maxes and sums [T][n_head], partials [n_split][T][n_head][hd_v].
+size_t scratch_bytes(const DecodeArgs& a, int64_t T) {
+  const auto up = [](int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); };
+  return up(T * a.n_head * a.max_cells * 4) + up(T * a.n_head * 4) + up(T * a.n_head * 8) +
+         up(a.n_split * T * a.n_head * a.hd_v * 4);
+}
+
+}  // namespace
+
+bool attention_decode_applies(const Node& n) {
+  if (reference_kernels_only()) return false;
+  const DecodeArgs a = decode_args(n);
+  const int64_t T = n.src[0]->ne[2];
+  return T <= kMaxTokens && a.group <= kMaxGroup && a.group * a.hd_k * 4 <= (48 << 10) &&
+         scratch_bytes(a, T) <= (size_t{64} << 20);
+}
+
+Status run_attention_decode(const Node& n, Stream& s) {
+  const DecodeArgs a = decode_args(n);
+  const int64_t T = n.src[0]->ne[2];
+  auto mem = s.scratch(scratch_bytes(a, T));
+  KS_RETURN_IF_ERROR(mem.status());
+  const auto up = [](int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); };
+  uint8_t* base = static_cast<uint8_t*>(mem.value());
+  float* scores = reinterpret_cast<float*>(base);
+  base += up(T * a.n_head * a.max_cells * 4);
+  float* maxes = reinterpret_cast<float*>(base);
+  base += up(T * a.n_head * 4);
+  double* sums = reinterpret_cast<double*>(base);
+  base += up(T * a.n_head * 8);
+  float* partial = reinterpret_cast<float*>(base);
+  const int32_t* packed = static_cast<const int32_t*>(n.src[4]->data);
+  const float* sinks = n.src[3] ? static_cast<const float*>(n.src[3]->data) : nullptr;
+  const dim3 split_grid(static_cast<unsigned>(a.n_split), static_cast<unsigned>(a.n_head / a.group),
+                        static_cast<unsigned>(T));
+  KS_RETURN_IF_ERROR(KS_LAUNCH(scores_kernel, split_grid, dim3(kThreads), static_cast<size_t>(a.group * a.hd_k) * 4,
+                               s.stream, arg(n.src[0]), arg(n.src[1]), packed, a, scores));
+  KS_RETURN_IF_ERROR(KS_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(T)),
+                               dim3(kThreads), 0, s.stream, packed, sinks, a, static_cast<const float*>(scores), maxes,
+                               sums));
+  KS_RETURN_IF_ERROR(KS_LAUNCH(pv_kernel, split_grid, dim3(threads_for(a.hd_v, kThreads)),
+                               static_cast<size_t>(a.group * kSplit) * 4, s.stream, arg(n.src[2]), packed, a,
+                               static_cast<const float*>(scores), static_cast<const float*>(maxes),
+                               static_cast<const double*>(sums), partial));
+  return KS_LAUNCH(reduce_kernel, dim3(grid_stride_blocks(T * a.n_head * a.hd_v, 128)), dim3(128), 0, s.stream,
+                   arg(n.dst), a, T, static_cast<const float*>(partial));
+}
+
+}  // namespace kestrel::cuda

@@ -1,0 +1,150 @@
+// Decode-shaped MATMUL (at most kMaxCols columns) of the integer-code weight types (int_codes.cuh):
+// X quantized once (quantize_x), then one warp per weight row, each lane whole 32-value chunks,
+// whose codes are dotted four at a time with __dp4a; each half's dx * (d * isum + m * sum(qx))
+// accumulates in double. The part-1 kernel (matmul.cu) stays the path for the other types, and for everything
+// with KESTREL_CUDA_KERNELS=reference.
+#include "backends/cuda/int_codes.cuh"
+
+#include <cstdlib>
+
+namespace kestrel::cuda {
+namespace {
+
+constexpr unsigned kWarps = 8;  // rows per block
+
+// One thread per 32 values: amax, id = 127 / amax, codes rounded half to even, d as fp16 (the
+// reference's Q8_0 rounding of activations).
+__global__ void quantize_q8_0_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
+  const int64_t K = x.ne[0], nb = K / 32, n = nb * x.rows();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t col = i / nb, b = i % nb;
+    const float* src = x.f32(col) + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int8_t* q = xq + col * K + 32 * b;
+    int32_t sum[2] = {0, 0};
+    for (int j = 0; j < 32; ++j) {
+      q[j] = static_cast<int8_t>(rintf(src[j] * id));
+      sum[j / 16] += q[j];
+    }
+    xd[i] = round_half(amax / 127.0f);
+    xs[2 * i] = sum[0], xs[2 * i + 1] = sum[1];
+  }
+}
+
+// One thread per 256 values: GGML's quantize_row_q8_K_ref (the signed value of largest magnitude
+// sets the scale, codes clamped to [-128, 127]); the scale is repeated for each chunk of 32.
+__global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
+  const int64_t K = x.ne[0], nb = K / 32, n = K / 256 * x.rows();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t col = i / (K / 256), b = i % (K / 256);
+    const float* src = x.f32(col) + 256 * b;
+    float amax = 0, max = 0;
+    for (int j = 0; j < 256; ++j)
+      if (fabsf(src[j]) > amax) amax = fabsf(src[j]), max = src[j];
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    int8_t* q = xq + col * K + 256 * b;
+    const int64_t c0 = col * nb + 8 * b;  // the first of its chunks
+    for (int h = 0; h < 16; ++h) xs[2 * c0 + h] = 0;
+    for (int j = 0; j < 256; ++j) {
+      q[j] = static_cast<int8_t>(fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j]))));
+      xs[2 * c0 + j / 16] += q[j];
+    }
+    for (int c = 0; c < 8; ++c) xd[c0 + c] = amax != 0.0f ? 1 / iscale : 0.0f;
+  }
+}
+
+// dst[n, j] = W row n . X column j for j < M (M <= kMaxCols). Block: kWarps rows.
+template <DType T, int NC>
+__global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) {
+  const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (n >= N) return;  // the whole warp: no block barriers here
+  __shared__ double partials[kWarps * 32 * NC];
+  double* part = partials + threadIdx.x / 32 * 32 * NC;
+  const unsigned lane = threadIdx.x % 32;
+  const uint8_t* row = w.data + n * w.nb[1];
+  const int nc = static_cast<int>(M < NC ? M : NC);
+  double acc[NC];
+  for (int j = 0; j < NC; ++j) acc[j] = 0;
+  for (int64_t c = lane; c < nb; c += 32) {
+    ChunkCodes k;
+    chunk_codes<T>(row, c, k);
+    for (int j = 0; j < NC; ++j) {
+      if (j >= nc) break;
+      const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + j * K + 32 * c);
+      const int64_t xc = j * nb + c;
+      double dot = 0;
+      for (int h = 0; h < 2; ++h) {
+        int32_t isum = 0;
+        for (int i = 4 * h; i < 4 * h + 4; ++i) isum = __dp4a(k.q[i], xq[i], isum);
+        dot += static_cast<double>(k.d[h]) * isum + static_cast<double>(k.m[h]) * x.s[2 * xc + h];
+      }
+      acc[j] += static_cast<double>(x.d[xc]) * dot;
+    }
+  }
+  const double total = warp_sum_columns<NC>(acc, nc, part);
+  if (static_cast<int>(lane) < nc) dst.f32(lane)[n] = static_cast<float>(total);
+}
+
+}  // namespace
+
+bool reference_kernels_only() {
+  static const bool on = [] {
+    const char* v = std::getenv("KESTREL_CUDA_KERNELS");
+    return v && std::string(v) == "reference";
+  }();
+  return on;
+}
+
+bool int_codes_apply(const Node& n) {
+  if (n.op != Op::MATMUL || reference_kernels_only()) return false;
+  bool codes = false;
+  with_weight_type(n.src[0]->type, [&]<DType T>() { codes = has_codes<T>(); });
+  return codes && n.src[0]->ne[0] % dtype_info(n.src[0]->type).block_size == 0 && n.src[0]->ne[0] % 32 == 0;
+}
+
+bool gemv_q8_applies(const Node& n) { return int_codes_apply(n) && n.src[1]->n_rows() <= kMaxCols; }
+
+Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s) {
+  const int64_t K = x->ne[0], M = x->n_rows(), nb = K / 32;
+  // Scratch: codes, scales, half sums (each part 256-byte aligned).
+  const auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t q_bytes = round_up(static_cast<size_t>(K * M)), d_bytes = round_up(static_cast<size_t>(nb * M) * 4);
+  auto mem = s.scratch(q_bytes + 3 * d_bytes);
+  KS_RETURN_IF_ERROR(mem.status());
+  uint8_t* base = static_cast<uint8_t*>(mem.value());
+  int8_t* xq = reinterpret_cast<int8_t*>(base);
+  float* xd = reinterpret_cast<float*>(base + q_bytes);
+  int32_t* xs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  if (vdt == DType::Q8_K) {
+    if (K % 256 != 0) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: Q8_K activations of a row of " + std::to_string(K));
+    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_K_kernel, dim3(grid_stride_blocks(K / 256 * M, 128)), dim3(128), 0, s.stream,
+                                 arg(x), xq, xd, xs));
+  } else {
+    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(nb * M, 128)), dim3(128), 0, s.stream,
+                                 arg(x), xq, xd, xs));
+  }
+  return QuantizedX{xq, xd, xs};
+}
+
+Status run_gemv_q8(const Node& n, Stream& s) {
+  const Tensor *w = n.src[0], *x = n.src[1];
+  const int64_t M = x->n_rows();
+  auto qx = quantize_x(x, dtype_info(w->type).vec_dot_type, s);
+  KS_RETURN_IF_ERROR(qx.status());
+  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer GEMV for " + std::string(dtype_name(w->type)));
+  const dim3 grid(blocks_for(w->ne[1], kWarps)), block(32 * kWarps);
+  with_weight_type(w->type, [&]<DType T>() {
+    if constexpr (has_codes<T>()) {
+      if (M == 1) st = launch("gemv_q8_kernel", gemv_q8_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);
+      else st = launch("gemv_q8_kernel", gemv_q8_kernel<T, kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);
+    }
+  });
+  return st;
+}
+
+}  // namespace kestrel::cuda

@@ -1,0 +1,151 @@
+// Weight blocks as integer codes, for the integer-dot kernels (gemv_q8.cu for decode, mmq.cu for
+// batches). A 32-value chunk of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K or Q6_K
+// holds codes c with w = d * c + m, d and m per half of 16 (Q6_K's scales change every 16); X is
+// quantized once to int8 as the weight type's vec_dot type rounds it (Q8_0's blocks of 32 with an
+// fp16 scale, or Q8_K's blocks of 256 with a float scale), with the code sums of each 16. A
+// half's dot is then dx * (d * isum + m * sum(qx)) with isum an exact integer sum: in double,
+// the reference's double sum of products up to double rounding (exactly that for the 32-value
+// types, whose reference products are exact too).
+#pragma once
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace kestrel::cuda {
+
+// Chunk b (32 values) of column j of X: q[j * K + 32 b ...] int8 codes, d[j * nb + b] its scale
+// (a Q8_K scale repeated over its 8 chunks), s[2 (j * nb + b) + h] the code sum of half h.
+struct QuantizedX {  // in the stream's scratch
+  const int8_t* q;
+  const float* d;
+  const int32_t* s;
+};
+
+// X (F32 [K, M]) quantized into the stream's scratch as `vdt` (Q8_0 or Q8_K) rounds it.
+Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s);
+
+// A weight chunk as codes: q[i] packs elements 4i .. 4i + 3 (lowest byte first), and element e
+// is d[e / 16] * code + m[e / 16].
+struct ChunkCodes {
+  int32_t q[8];
+  float d[2], m[2];
+};
+
+// Four bytes p[0..3] as one int (little-endian), from 2-byte aligned memory (every block here
+// starts 2-byte aligned; MXFP4's 17-byte blocks do not, and use byte loads).
+__device__ __forceinline__ int32_t load_b2(const uint8_t* p) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<int32_t>(h[0] | (static_cast<uint32_t>(h[1]) << 16));
+}
+// Packed nibbles q[0..15] (element j in byte j % 16, low half first) as 4-code ints: codes[i]
+// holds elements 4i .. 4i + 3 (i < 4 low nibbles, i >= 4 high nibbles), as unsigned bytes.
+template <bool kAligned2>
+__device__ __forceinline__ void unpack_nibbles(const uint8_t* qs, int32_t* codes) {
+  for (int i = 0; i < 4; ++i) {
+    const int32_t v = kAligned2 ? load_b2(qs + 4 * i) : static_cast<int32_t>(load_u32(qs + 4 * i));
+    codes[i] = v & 0x0F0F0F0F;
+    codes[i + 4] = (v >> 4) & 0x0F0F0F0F;
+  }
+}
+// Codes through a 16-entry table of signed levels (IQ4_NL, MXFP4), four per int.
+template <class Level>
+__device__ __forceinline__ void table_codes(int32_t* codes, Level level) {
+  for (int i = 0; i < 8; ++i) {
+    uint32_t out = 0;
+    for (int b = 0; b < 4; ++b)
+      out |= static_cast<uint32_t>(static_cast<uint8_t>(level((codes[i] >> (8 * b)) & 15))) << (8 * b);
+    codes[i] = static_cast<int32_t>(out);
+  }
+}
+
+// Scale and offset shared by both halves.
+__device__ __forceinline__ void same_halves(ChunkCodes& k, float d, float m) {
+  k.d[0] = k.d[1] = d;
+  k.m[0] = k.m[1] = m;
+}
+
+// Chunk c (elements 32c .. 32c + 31) of a row of type T.
+template <DType T>
+__device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, ChunkCodes& k) {
+  int32_t* codes = k.q;
+  if constexpr (T == DType::Q4_0) {
+    const auto* b = reinterpret_cast<const block_q4_0*>(row) + c;
+    unpack_nibbles<true>(b->qs, codes);
+    const float d = half_to_float(b->d);
+    same_halves(k, d, -8.0f * d);
+  } else if constexpr (T == DType::Q4_1) {
+    const auto* b = reinterpret_cast<const block_q4_1*>(row) + c;
+    unpack_nibbles<true>(b->qs, codes);
+    same_halves(k, half_to_float(b->d), half_to_float(b->m));
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    using B = std::conditional_t<T == DType::Q5_0, block_q5_0, block_q5_1>;
+    const auto* b = reinterpret_cast<const B*>(row) + c;
+    unpack_nibbles<true>(b->qs, codes);
+    const uint32_t qh = static_cast<uint32_t>(load_b2(b->qh));
+    for (int i = 0; i < 8; ++i) {  // bit e of qh is the fifth bit of element e
+      const uint32_t h = (qh >> (4 * i)) & 15;
+      codes[i] |= static_cast<int32_t>(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
+    }
+    const float d = half_to_float(b->d);
+    if constexpr (T == DType::Q5_0) same_halves(k, d, -16.0f * d);
+    else same_halves(k, d, half_to_float(b->m));
+  } else if constexpr (T == DType::Q8_0) {
+    const auto* b = reinterpret_cast<const block_q8_0*>(row) + c;
+    const uint8_t* qs = reinterpret_cast<const uint8_t*>(b->qs);
+    for (int i = 0; i < 8; ++i) codes[i] = load_b2(qs + 4 * i);
+    same_halves(k, half_to_float(b->d), 0.0f);
+  } else if constexpr (T == DType::IQ4_NL) {
+    const auto* b = reinterpret_cast<const block_iq4_nl*>(row) + c;
+    unpack_nibbles<true>(b->qs, codes);
+    table_codes(codes, [](int q) { return iq4nl_level(q); });
+    same_halves(k, half_to_float(b->d), 0.0f);
+  } else if constexpr (T == DType::MXFP4) {
+    const auto* b = reinterpret_cast<const block_mxfp4*>(row) + c;
+    unpack_nibbles<false>(b->qs, codes);
+    table_codes(codes, [](int q) { return mxfp4_level(q); });
+    same_halves(k, e8m0_half(b->e), 0.0f);
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // Chunk = sub-block `sub` of the super-block: nibble sub % 2 of bytes qs[32 (sub / 2) ..],
+    // 6-bit scale and min (quant_blocks.h); Q5_K's fifth bit is bit `sub` of qh[j].
+    using B = std::conditional_t<T == DType::Q4_K, block_q4_K, block_q5_K>;
+    const auto* b = reinterpret_cast<const B*>(row) + c / 8;
+    const int sub = static_cast<int>(c % 8);
+    int sc, mn;
+    k4_scale_min(b->scales, sub, sc, mn);
+    const uint8_t* qs = b->qs + 32 * (sub / 2);
+    for (int i = 0; i < 8; ++i) {
+      codes[i] = (load_b2(qs + 4 * i) >> (4 * (sub % 2))) & 0x0F0F0F0F;
+      if constexpr (T == DType::Q5_K) codes[i] |= ((load_b2(b->qh + 4 * i) >> sub) & 0x01010101) << 4;
+    }
+    same_halves(k, half_to_float(b->d) * static_cast<float>(sc), -(half_to_float(b->dmin) * static_cast<float>(mn)));
+  } else if constexpr (T == DType::Q6_K) {
+    // Elements 32 (c % 8) + j: half h, quarter q4 of it; low 4 bits from ql, high 2 from qh, the
+    // code q - 32 with a signed scale per 16 (q kept in 0..63, the -32 folded into m).
+    const auto* b = reinterpret_cast<const block_q6_K*>(row) + c / 8;
+    const int e0 = static_cast<int>(c % 8) * 32, h = e0 / 128, q4 = (e0 % 128) / 32;
+    const uint8_t* ql = b->ql + 64 * h + 32 * (q4 % 2);
+    const uint8_t* qh = b->qh + 32 * h;
+    for (int i = 0; i < 8; ++i)
+      codes[i] = ((load_b2(ql + 4 * i) >> (4 * (q4 / 2))) & 0x0F0F0F0F) | (((load_b2(qh + 4 * i) >> (2 * q4)) & 0x03030303) << 4);
+    const float d = half_to_float(b->d);
+    for (int half = 0; half < 2; ++half) {
+      k.d[half] = d * static_cast<float>(b->scales[e0 / 16 + half]);
+      k.m[half] = -32.0f * k.d[half];
+    }
+  }
+}
+
+template <DType T>
+constexpr bool has_codes() {
+  return T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q8_0 ||
+         T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+}
+// Whether a chunk's halves may have different scales (then an mma over 32 values is split).
+template <DType T>
+constexpr bool split_halves() {
+  return T == DType::Q6_K;
+}
+
+// Whether MATMUL node n has the integer-code kernels' types and shape.
+bool int_codes_apply(const Node& n);
+
+}  // namespace kestrel::cuda
