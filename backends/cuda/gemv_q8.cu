@@ -1,8 +1,10 @@
-// Decode-shaped MATMUL (at most kMaxCols columns) of the integer-code weight types (int_codes.cuh):
-// X quantized once (quantize_x), then one warp per weight row, each lane whole 32-value chunks,
-// whose codes are dotted four at a time with __dp4a; each half's dx * (d * isum + m * sum(qx))
-// accumulates in double. The part-1 kernel (matmul.cu) stays the path for the other types, and for everything
-// with KESTREL_CUDA_KERNELS=reference.
+// Decode-shaped MATMUL (at most kMaxCols columns) and MATMUL_ID of the integer-code weight types
+// (int_codes.cuh): X quantized once (quantize_x), then one warp per weight row, each lane whole
+// 32-value chunks, whose codes are dotted four at a time with __dp4a; each half's
+// dx * (d * isum + m * sum(qx)) accumulates in double. MATMUL_ID runs a row per (slot, token)
+// pair with its expert's matrix (grouping tokens by expert, for batches, is still to come). The
+// part-1 kernel (matmul.cu) stays the path for the other types, and for everything with
+// KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/int_codes.cuh"
 
 #include <cstdlib>
@@ -57,6 +59,20 @@ __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t
   }
 }
 
+// Chunk c of a weight row (as codes) dotted with chunk c of X column col: its halves'
+// dx * (d * isum + m * sum(qx)), the integer sums exact.
+__device__ __forceinline__ double chunk_dot(const ChunkCodes& k, const QuantizedX& x, int64_t col, int64_t c, int64_t K) {
+  const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + col * K + 32 * c);
+  const int64_t xc = col * (K / 32) + c;
+  double dot = 0;
+  for (int h = 0; h < 2; ++h) {
+    int32_t isum = 0;
+    for (int i = 4 * h; i < 4 * h + 4; ++i) isum = __dp4a(k.q[i], xq[i], isum);
+    dot += static_cast<double>(k.d[h]) * isum + static_cast<double>(k.m[h]) * x.s[2 * xc + h];
+  }
+  return static_cast<double>(x.d[xc]) * dot;
+}
+
 // dst[n, j] = W row n . X column j for j < M (M <= kMaxCols). Block: kWarps rows.
 template <DType T, int NC>
 __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) {
@@ -75,19 +91,42 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t
     chunk_codes<T>(row, c, k);
     for (int j = 0; j < NC; ++j) {
       if (j >= nc) break;
-      const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + j * K + 32 * c);
-      const int64_t xc = j * nb + c;
-      double dot = 0;
-      for (int h = 0; h < 2; ++h) {
-        int32_t isum = 0;
-        for (int i = 4 * h; i < 4 * h + 4; ++i) isum = __dp4a(k.q[i], xq[i], isum);
-        dot += static_cast<double>(k.d[h]) * isum + static_cast<double>(k.m[h]) * x.s[2 * xc + h];
-      }
-      acc[j] += static_cast<double>(x.d[xc]) * dot;
+      acc[j] += chunk_dot(k, x, j, c, K);
     }
   }
   const double total = warp_sum_columns<NC>(acc, nc, part);
   if (static_cast<int>(lane) < nc) dst.f32(lane)[n] = static_cast<float>(total);
+}
+
+// MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
+// one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
+template <DType T>
+__global__ void gemv_id_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t x_slots, TensorArg ids, TensorArg bias) {
+  const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], nb = K / 32, n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (n >= N) return;  // the whole warp: no block barriers here
+  __shared__ double partials[kWarps * 32];
+  double* part = partials + threadIdx.x / 32 * 32;
+  const unsigned lane = threadIdx.x % 32;
+  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
+    const int64_t i = p % n_slots, t = p / n_slots;
+    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
+    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
+    if (e < 0 || e >= E) {  // not a valid expert: no contribution (the part-1 kernel's rule)
+      if (lane == 0) y[n] = 0.0f;
+      continue;
+    }
+    const uint8_t* row = w.data + n * w.nb[1] + e * w.nb[2];
+    const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
+    double acc = 0;
+    for (int64_t c = lane; c < nb; c += 32) {
+      ChunkCodes k;
+      chunk_codes<T>(row, c, k);
+      acc += chunk_dot(k, x, col, c, K);
+    }
+    acc = warp_sum_columns<1>(&acc, 1, part);
+    if (lane == 0) y[n] = static_cast<float>(acc) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
+  }
 }
 
 }  // namespace
@@ -101,13 +140,15 @@ bool reference_kernels_only() {
 }
 
 bool int_codes_apply(const Node& n) {
-  if (n.op != Op::MATMUL || reference_kernels_only()) return false;
+  if ((n.op != Op::MATMUL && n.op != Op::MATMUL_ID) || reference_kernels_only()) return false;
   bool codes = false;
   with_weight_type(n.src[0]->type, [&]<DType T>() { codes = has_codes<T>(); });
   return codes && n.src[0]->ne[0] % dtype_info(n.src[0]->type).block_size == 0 && n.src[0]->ne[0] % 32 == 0;
 }
 
-bool gemv_q8_applies(const Node& n) { return int_codes_apply(n) && n.src[1]->n_rows() <= kMaxCols; }
+bool gemv_q8_applies(const Node& n) {
+  return int_codes_apply(n) && (n.op == Op::MATMUL_ID || n.src[1]->n_rows() <= kMaxCols);
+}
 
 Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s) {
   const int64_t K = x->ne[0], M = x->n_rows(), nb = K / 32;
@@ -138,6 +179,16 @@ Status run_gemv_q8(const Node& n, Stream& s) {
   KS_RETURN_IF_ERROR(qx.status());
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer GEMV for " + std::string(dtype_name(w->type)));
   const dim3 grid(blocks_for(w->ne[1], kWarps)), block(32 * kWarps);
+  if (n.op == Op::MATMUL_ID) {
+    const int64_t pairs = n.dst->ne[1] * n.dst->ne[2];
+    const dim3 grid_id(grid.x, static_cast<unsigned>(std::min<int64_t>(pairs, 64)));
+    with_weight_type(w->type, [&]<DType T>() {
+      if constexpr (has_codes<T>())
+        st = KS_LAUNCH(gemv_id_kernel<T>, grid_id, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), x->ne[1],
+                       arg(n.src[2]), arg(n.src[3]));
+    });
+    return st;
+  }
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>()) {
       if (M == 1) st = launch("gemv_q8_kernel", gemv_q8_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);

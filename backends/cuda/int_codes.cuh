@@ -145,7 +145,7 @@ constexpr bool split_halves() {
   return T == DType::Q6_K;
 }
 
-// Whether MATMUL node n has the integer-code kernels' types and shape.
+// Whether MATMUL or MATMUL_ID node n has the integer-code kernels' types and shape.
 bool int_codes_apply(const Node& n);
 
 }  // namespace kestrel::cuda

@@ -35,8 +35,8 @@ Status run_matmul(const Node& n, Stream& s);     // MATMUL and MATMUL_ID
 Status run_top_k(const Node& n, Stream& s);
 bool top_k_supported(const Node& n);
 
-// The integer-dot decode GEMV (gemv_q8.cu): MATMUL of at most kMaxCols columns for the weight
-// types whose blocks are integer codes (int_codes.cuh).
+// The integer-dot GEMV (gemv_q8.cu): MATMUL of at most kMaxCols columns, and MATMUL_ID, for the
+// weight types whose blocks are integer codes (int_codes.cuh).
 inline constexpr int kMaxCols = 8;
 bool gemv_q8_applies(const Node& n);
 Status run_gemv_q8(const Node& n, Stream& s);

@@ -3,7 +3,7 @@
 // what llama.cpp's matmul sees) into scratch; then one warp per output row, each lane decoding
 // whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
 // for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
-// integer-code types go to gemv_q8.cu (decode) and mmq.cu (batches, tensor cores).
+// integer-code types go to gemv_q8.cu (decode, and MATMUL_ID) and mmq.cu (batches, tensor cores).
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 

@@ -100,7 +100,7 @@ __global__ void mmq_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) 
 
 }  // namespace
 
-bool mmq_applies(const Node& n) { return int_codes_apply(n) && n.src[1]->n_rows() > kMaxCols; }
+bool mmq_applies(const Node& n) { return n.op == Op::MATMUL && int_codes_apply(n) && n.src[1]->n_rows() > kMaxCols; }
 
 Status run_mmq(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
