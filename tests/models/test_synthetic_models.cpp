@@ -15,6 +15,7 @@
 
 #include "backends/cpu/repacked.h"
 #include "backends/cpu/weights_cpu.h"
+#include "common/cpu_model.h"
 #include "engine/context.h"
 #include "model/synth.h"
 
@@ -28,16 +29,11 @@ std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string
                              const std::string& path = "") {
   auto file = path.empty() ? gguf::File::from_bytes(gguf, "<synth>") : gguf::File::open(path);
   REQUIRE_MESSAGE(file.ok(), file.status().to_string());
-  ModelLoadOptions lo;
-  lo.backend = backend;
-  auto model = Model::from_file(std::move(file.value()), lo);
-  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   ContextOptions co;
   co.n_ctx = 64;
   co.n_threads = threads;
-  auto ctx = Context::create(*model.value(), co);
-  REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
-  Context& c = *ctx.value();
+  const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
+  Context& c = *m.ctx;
   const std::vector<int32_t> prompt = {1, 17, 5, 42, 9, 9, 33, 60, 3, 21, 48, 12};
   bool want[12];
   std::fill(want, want + 12, true);
@@ -129,16 +125,11 @@ TEST_CASE("synthetic models: a step keeping each row's best logits gives the top
     CAPTURE(backend);
     auto file = gguf::File::from_bytes(bytes, "<synth>");
     REQUIRE(file.ok());
-    ModelLoadOptions lo;
-    lo.backend = backend;
-    auto model = Model::from_file(std::move(file.value()), lo);
-    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
     ContextOptions co;
     co.n_ctx = 64;
-    auto ctx = Context::create(*model.value(), co);
-    REQUIRE_MESSAGE(ctx.ok(), ctx.status().to_string());
-    Context& c = *ctx.value();
-    const int32_t V = model.value()->hparams().n_vocab;
+    const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
+    Context& c = *m.ctx;
+    const int32_t V = m.model->hparams().n_vocab;
     REQUIRE(c.decode({.tokens = prompt, .want_logits = {want, 9}}).ok());
     std::vector<std::vector<float>> whole;
     for (int32_t i = 0; i < 9; ++i)
