@@ -250,6 +250,15 @@ bool emulated() {
 #endif
 }
 
+bool fp8_mma_available() {
+  static const bool yes = [] {
+    cudaDeviceProp prop{};  // device 0, as make_device selects
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return false;
+    return prop.major * 10 + prop.minor >= 89;
+  }();
+  return yes;
+}
+
 Expected<std::unique_ptr<Device>> make_device() {
   int n = 0;
   if (cudaError_t err = cudaGetDeviceCount(&n); err != cudaSuccess)

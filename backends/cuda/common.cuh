@@ -154,17 +154,31 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 // Through shared memory (`part`: 32 * NC values the warp owns; one barrier each way) rather than
 // 5 shuffles per column: the same on the GPU for a memory-bound kernel, and a fifth of the
 // barriers under the emulator.
-template <int NC>
-__device__ __forceinline__ double warp_sum_columns(const double* acc, int nc, double* part) {
+template <int NC, class T>
+__device__ __forceinline__ T warp_sum_columns(const T* acc, int nc, T* part) {
   const unsigned lane = threadIdx.x % 32;
   for (int j = 0; j < NC; ++j) part[lane * NC + j] = acc[j];
   __syncwarp();
-  double s = 0;
+  T s = 0;
   if (static_cast<int>(lane) < nc)
     for (int l = 0; l < 32; ++l) s += part[l * NC + lane];
   __syncwarp();  // part is reused by the warp's next columns
   return s;
 }
+
+// The GEMVs' ending: the warp's per-lane float partials of nc columns summed, and column c's sum
+// stored at dst.f32(c)[n] (kWarpsPerBlock warps in the block, each with its own row n).
+template <int NC, unsigned kWarpsPerBlock>
+__device__ __forceinline__ void store_column_sums(const float* acc, int nc, TensorArg dst, int64_t n) {
+  __shared__ float partials[kWarpsPerBlock * 32 * NC];
+  const float total = warp_sum_columns<NC>(acc, nc, partials + threadIdx.x / 32 * 32 * NC);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (lane < nc) dst.f32(lane)[n] = total;
+}
+
+// The tile of the tensor-core GEMMs (mmq.cu, matmul_fp8.cu, matmul_f16.cu): a block of kMmaWarps
+// warps computes kMmaRows weight rows (16 per warp) x kMmaCols tokens (kMmaTiles mma tiles of 8).
+inline constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaCols = 32, kMmaTiles = kMmaCols / 8;
 
 // Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads
 // then take several items).

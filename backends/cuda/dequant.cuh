@@ -7,6 +7,7 @@
 
 #include "backends/cuda/common.cuh"
 #include "tensor/dtype.h"
+#include "tensor/quants/fp8.h"
 #include "tensor/quants/quant_blocks.h"
 
 namespace kestrel::cuda {
@@ -36,6 +37,30 @@ __device__ __forceinline__ void k4_scale_min(const uint8_t* scales, int sub, int
     sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
     m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
   }
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t c) { return bits_to_float(e4m3_to_fp32_bits(c)); }
+// The four E4M3 codes of w (lowest byte first) as floats, exactly, in about 3 operations each: a
+// code's sign, exponent and mantissa placed at the top of a binary32 make the value times 2^-120
+// (a subnormal code becomes a subnormal float, exactly), and one multiply restores it. A word
+// holding a NaN code (S.1111.111, which that placement would read as 240) takes fp8.h's decoding.
+__device__ __forceinline__ void e4m3x4_to_float(uint32_t w, float out[4]) {
+  if ((((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0) {
+    for (int i = 0; i < 4; ++i) out[i] = e4m3_to_float(static_cast<uint8_t>(w >> (8 * i)));
+    return;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = w >> (8 * i);
+    out[i] = bits_to_float(((c & 0x7Fu) << 20) | ((c & 0x80u) << 24)) * 0x1p120f;
+  }
+}
+// One 128-value FP8 block of x as quantize_fp8_e4m3 makes it: the codes into q[128]; returns d.
+__device__ __forceinline__ float fp8_quantize_block(const float* x, uint8_t* q) {
+  float amax = 0;
+  for (int j = 0; j < 128; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float id = amax != 0.0f ? kFp8E4M3Max / amax : 0.0f;
+  for (int j = 0; j < 128; ++j) q[j] = e4m3_from_fp32_bits(float_to_bits(x[j] * id));
+  return amax / kFp8E4M3Max;
 }
 
 // Decodes chunk c (32 values) of a row of type T into out[32].
@@ -75,6 +100,26 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, flo
     const auto* b = reinterpret_cast<const block_mxfp4*>(row) + c;
     const float d = e8m0_half(b->e);
     for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(mxfp4_level(nibble32(b->qs, j))) * d;
+  } else if constexpr (T == DType::NVFP4) {
+    // Chunk c is half a block: sub-blocks 2 (c % 2) and 2 (c % 2) + 1.
+    const auto* b = reinterpret_cast<const block_nvfp4*>(row) + c / 2;
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * static_cast<int>(c % 2) + h;
+      const float d = bits_to_float(ue4m3_half_bits(b->d[s]));
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t q = b->qs[8 * s + j];
+        out[16 * h + j] = static_cast<float>(mxfp4_level(q & 15)) * d;
+        out[16 * h + j + 8] = static_cast<float>(mxfp4_level(q >> 4)) * d;
+      }
+    }
+  } else if constexpr (T == DType::FP8_E4M3) {
+    const auto* b = reinterpret_cast<const block_fp8*>(row) + c / 4;  // 4 chunks per block
+    const uint8_t* q = b->qs + (c % 4) * 32;
+    for (int j = 0; j < 32; j += 4) {
+      float v[4];
+      e4m3x4_to_float(load_u32(q + j), v);
+      for (int i = 0; i < 4; ++i) out[j + i] = b->d * v[i];
+    }
   } else if constexpr (T == DType::Q2_K) {
     const auto* b = reinterpret_cast<const block_q2_K*>(row) + c / 8;
     const float d = half_to_float(b->d), dmin = half_to_float(b->dmin);
@@ -140,7 +185,7 @@ bool with_weight_type(DType t, F&& f) {
   case DType::T: f.template operator()<DType::T>(); return true;
     KS_CASE(F32) KS_CASE(F16) KS_CASE(BF16) KS_CASE(Q4_0) KS_CASE(Q4_1) KS_CASE(Q5_0) KS_CASE(Q5_1)
     KS_CASE(Q8_0) KS_CASE(Q8_1) KS_CASE(Q2_K) KS_CASE(Q3_K) KS_CASE(Q4_K) KS_CASE(Q5_K) KS_CASE(Q6_K)
-    KS_CASE(Q8_K) KS_CASE(IQ4_NL) KS_CASE(MXFP4)
+    KS_CASE(Q8_K) KS_CASE(IQ4_NL) KS_CASE(MXFP4) KS_CASE(NVFP4) KS_CASE(FP8_E4M3)
 #undef KS_CASE
     default: return false;
   }

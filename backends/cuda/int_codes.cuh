@@ -1,11 +1,11 @@
 // Weight blocks as integer codes, for the integer-dot kernels (gemv_q8.cu for decode, mmq.cu for
-// batches). A 32-value chunk of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K or Q6_K
-// holds codes c with w = d * c + m, d and m per half of 16 (Q6_K's scales change every 16); X is
-// quantized once to int8 as the weight type's vec_dot type rounds it (Q8_0's blocks of 32 with an
-// fp16 scale, or Q8_K's blocks of 256 with a float scale), with the code sums of each 16. A
-// half's dot is then dx * (d * isum + m * sum(qx)) with isum an exact integer sum: in double,
-// the reference's double sum of products up to double rounding (exactly that for the 32-value
-// types, whose reference products are exact too).
+// batches). A 32-value chunk of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, NVFP4, Q4_K, Q5_K or
+// Q6_K holds codes c with w = d * c + m, d and m per half of 16 (the scales of Q6_K and NVFP4
+// change every 16). X is quantized once to int8 as the weight type's vec_dot
+// type rounds it (Q8_0's blocks of 32 with an fp16 scale, or Q8_K's blocks of 256 with a float
+// scale), with the code sums of each 16. A half's dot is then dx * (d * isum + m * sum(qx)) with
+// isum an exact integer sum: in double, the reference's double sum of products up to double
+// rounding (exactly that for the 32-value-chunk types, whose reference products are exact too).
 #pragma once
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
@@ -103,6 +103,19 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
     unpack_nibbles<false>(b->qs, codes);
     table_codes(codes, [](int q) { return mxfp4_level(q); });
     same_halves(k, e8m0_half(b->e), 0.0f);
+  } else if constexpr (T == DType::NVFP4) {
+    // Half a block: sub-block s = 2 (c % 2) + half, 8 bytes whose low nibbles are its elements
+    // 0..7 and high nibbles 8..15; a scale per sub-block, i.e. per half of the chunk.
+    const auto* b = reinterpret_cast<const block_nvfp4*>(row) + c / 2;
+    for (int half = 0; half < 2; ++half) {
+      const int s = 2 * static_cast<int>(c % 2) + half;
+      const int32_t lo = load_b2(b->qs + 8 * s), hi = load_b2(b->qs + 8 * s + 4);
+      codes[4 * half + 0] = lo & 0x0F0F0F0F, codes[4 * half + 1] = hi & 0x0F0F0F0F;
+      codes[4 * half + 2] = (lo >> 4) & 0x0F0F0F0F, codes[4 * half + 3] = (hi >> 4) & 0x0F0F0F0F;
+      k.d[half] = bits_to_float(ue4m3_half_bits(b->d[s]));
+      k.m[half] = 0.0f;
+    }
+    table_codes(codes, [](int q) { return mxfp4_level(q); });
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Chunk = sub-block `sub` of the super-block: nibble sub % 2 of bytes qs[32 (sub / 2) ..],
     // 6-bit scale and min (quant_blocks.h); Q5_K's fifth bit is bit `sub` of qh[j].
@@ -137,12 +150,13 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
 template <DType T>
 constexpr bool has_codes() {
   return T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q8_0 ||
-         T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+         T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::NVFP4 || T == DType::Q4_K || T == DType::Q5_K ||
+         T == DType::Q6_K;
 }
 // Whether a chunk's halves may have different scales (then an mma over 32 values is split).
 template <DType T>
 constexpr bool split_halves() {
-  return T == DType::Q6_K;
+  return T == DType::Q6_K || T == DType::NVFP4;
 }
 
 // Whether MATMUL or MATMUL_ID node n has the integer-code kernels' types and shape.

@@ -43,9 +43,18 @@ Status run_gemv_q8(const Node& n, Stream& s);
 // Their batched MATMUL (more than kMaxCols columns) on int8 tensor cores (mmq.cu).
 bool mmq_applies(const Node& n);
 Status run_mmq(const Node& n, Stream& s);
+// FP8 weights (matmul_fp8.cu): decode GEMV, and FP8 tensor cores for batches where the device has
+// them (sm_89 and newer: fp8_mma_available).
+bool fp8_matmul_applies(const Node& n);
+Status run_fp8_matmul(const Node& n, Stream& s);
+bool fp8_mma_available();
 // KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
 // rest on a GPU).
 bool reference_kernels_only();
+
+// X (rows = columns of the product) rounded as w's vec_dot type rounds it, as floats in the
+// stream's scratch (matmul.cu).
+Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s);
 
 // Weight types the matmul and GET_ROWS kernels read.
 bool weight_type_supported(DType t);

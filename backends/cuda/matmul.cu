@@ -3,7 +3,8 @@
 // what llama.cpp's matmul sees) into scratch; then one warp per output row, each lane decoding
 // whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
 // for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
-// integer-code types go to gemv_q8.cu (decode, and MATMUL_ID) and mmq.cu (batches, tensor cores).
+// integer-code types go to gemv_q8.cu (decode, and MATMUL_ID) and mmq.cu (batches, tensor cores),
+// FP8 to matmul_fp8.cu.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -16,12 +17,18 @@ constexpr unsigned kWarps = 8;  // output rows per block
 // fibers).
 constexpr unsigned kMaxGridY = 64;
 
+// Values one thread of round_x_kernel rounds together: a block of the activation type.
+template <DType VDT>
+constexpr int64_t round_span() {
+  return VDT == DType::Q8_K ? 256 : VDT == DType::FP8_E4M3 ? 128 : (VDT == DType::Q8_0 || VDT == DType::Q8_1) ? 32 : 1;
+}
+
 // Column `col` of X (rows over dims 1..3) rounded as `vdt` into xr[col * K ...]: one thread per
-// 32 values (Q8_0/Q8_1 blocks), 256 values (Q8_K) or value (F16, BF16, F32).
+// block of 32 (Q8_0/Q8_1), 128 (FP8) or 256 values (Q8_K), or per value (F16, BF16, F32).
 template <DType VDT>
 __global__ void round_x_kernel(TensorArg x, float* xr) {
   const int64_t K = x.ne[0], cols = x.rows();
-  constexpr int64_t kSpan = VDT == DType::Q8_K ? 256 : (VDT == DType::Q8_0 || VDT == DType::Q8_1) ? 32 : 1;
+  constexpr int64_t kSpan = round_span<VDT>();
   const int64_t per_col = K / kSpan, n = per_col * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -45,6 +52,10 @@ __global__ void round_x_kernel(TensorArg x, float* xr) {
       }
       const float iscale = -127.0f / max, d = 1 / iscale;
       for (int j = 0; j < 256; ++j) out[j] = d * fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j])));
+    } else if constexpr (VDT == DType::FP8_E4M3) {  // quantize_fp8_e4m3, then its dequantizer
+      uint8_t q[128];
+      const float d = fp8_quantize_block(src, q);
+      for (int j = 0; j < 128; ++j) out[j] = d * e4m3_to_float(q[j]);
     } else if constexpr (VDT == DType::F16) {
       out[0] = round_half(src[0]);
     } else if constexpr (VDT == DType::BF16) {
@@ -128,7 +139,8 @@ __global__ void matmul_id_kernel(TensorArg dst, TensorArg w, const float* xr, in
   }
 }
 
-// Rounds X (rows = columns of the product) into scratch; the pointer to the rounded copy.
+}  // namespace
+
 Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
   const int64_t K = x->ne[0], cols = x->n_rows();
   auto mem = s.scratch(static_cast<size_t>(K * cols) * sizeof(float));
@@ -137,14 +149,14 @@ Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
   const DType vdt = dtype_info(w->type).vec_dot_type;
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no activation rounding for " + std::string(dtype_name(vdt)));
   auto go = [&]<DType V>() {
-    const int64_t span = V == DType::Q8_K ? 256 : (V == DType::Q8_0 || V == DType::Q8_1) ? 32 : 1;
-    const unsigned grid = grid_stride_blocks(K / span * cols, 128);
+    const unsigned grid = grid_stride_blocks(K / round_span<V>() * cols, 128);
     st = KS_LAUNCH(round_x_kernel<V>, dim3(grid), dim3(128), 0, s.stream, arg(x), xr);
   };
   switch (vdt) {
     case DType::Q8_0: go.template operator()<DType::Q8_0>(); break;
     case DType::Q8_1: go.template operator()<DType::Q8_1>(); break;
     case DType::Q8_K: go.template operator()<DType::Q8_K>(); break;
+    case DType::FP8_E4M3: go.template operator()<DType::FP8_E4M3>(); break;
     case DType::F16: go.template operator()<DType::F16>(); break;
     case DType::BF16: go.template operator()<DType::BF16>(); break;
     case DType::F32: go.template operator()<DType::F32>(); break;
@@ -153,8 +165,6 @@ Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
   KS_RETURN_IF_ERROR(st);
   return xr;
 }
-
-}  // namespace
 
 bool weight_type_supported(DType t) {
   bool known = false;
@@ -165,6 +175,7 @@ bool weight_type_supported(DType t) {
 Status run_matmul(const Node& n, Stream& s) {
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
+  if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];
   auto xr = round_x(w, x, s);
   KS_RETURN_IF_ERROR(xr.status());

@@ -1,41 +1,38 @@
 // Batched MATMUL (more than kMaxCols columns) of the integer-code weight types on tensor cores:
 // mma.sync m16n8k32 over int8, one 32-value block of K per instruction (sm_80 and newer; the
-// emulator runs the same fragments, ptx.cuh). A block of kWarps warps computes kRows weight rows x
-// kCols tokens: each warp 16 rows x kCols, as kCols / 8 mma tiles. Per stage, the block decodes
-// kStage chunks of K of its rows into shared memory as codes (int_codes.cuh) with their d and m,
-// and copies the tokens' quantized chunks beside them; each mma's exact integer sums are then
-// scaled per (row, chunk) and (token, chunk) and accumulated in double, as gemv_q8.cu does, so
-// the result equals the reference's to float rounding. A type whose halves have scales of their
-// own (Q6_K) takes two mma per chunk, each over one half (the other half's A registers zero).
+// emulator runs the same fragments, ptx.cuh). A block of kMmaWarps warps computes kMmaRows weight
+// rows x kMmaCols tokens (common.cuh): each warp 16 rows x kMmaCols, as kMmaTiles mma tiles. Per
+// stage, the block decodes kStage chunks of K of its rows into shared memory as codes
+// (int_codes.cuh) with their d and m, and copies the tokens' quantized chunks beside them; each
+// mma's exact integer sums are then scaled per (row, chunk) and (token, chunk) and accumulated in
+// double, as gemv_q8.cu does, so the result equals the reference's to float rounding. A type whose
+// halves have scales of their own (Q6_K, NVFP4) takes two mma per chunk, each over one half (the
+// other half's A registers zero).
 #include "backends/cuda/int_codes.cuh"
 #include "backends/cuda/ptx.cuh"
 
 namespace kestrel::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // weight rows per block
-constexpr int kCols = 32;           // tokens per block: 4 tiles of 8
-constexpr int kTiles = kCols / 8;
 constexpr int kStage = 4;             // blocks of K per shared-memory stage
 constexpr int kStride = 8 * kStage + 4;  // ints per staged row; the pad spreads a fragment's rows over banks
 
 template <DType T>
 __global__ void mmq_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) {
-  __shared__ int32_t sa[kRows * kStride];  // weight codes
-  __shared__ float sd[kRows * kStage * 2], sm[kRows * kStage * 2];  // per half
-  __shared__ int32_t sx[kCols * kStride];  // token codes
-  __shared__ float sxd[kCols * kStage];
-  __shared__ int32_t sxs[kCols * kStage * 2];  // per half
+  __shared__ int32_t sa[kMmaRows * kStride];  // weight codes
+  __shared__ float sd[kMmaRows * kStage * 2], sm[kMmaRows * kStage * 2];  // per half
+  __shared__ int32_t sx[kMmaCols * kStride];  // token codes
+  __shared__ float sxd[kMmaCols * kStage];
+  __shared__ int32_t sxs[kMmaCols * kStage * 2];  // per half
   const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows, col0 = static_cast<int64_t>(blockIdx.y) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  double acc[kTiles][4];
-  for (int j = 0; j < kTiles; ++j)
+  double acc[kMmaTiles][4];
+  for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = 0;
 
   for (int64_t kb0 = 0; kb0 < nb; kb0 += kStage) {
-    for (int p = tid; p < kRows * kStage; p += blockDim.x) {  // weights: (row, block) per thread
+    for (int p = tid; p < kMmaRows * kStage; p += blockDim.x) {  // weights: (row, block) per thread
       const int r = p / kStage, s = p % kStage;
       const int64_t n = row0 + r, kb = kb0 + s;
       ChunkCodes k = {{0, 0, 0, 0, 0, 0, 0, 0}, {0, 0}, {0, 0}};
@@ -43,7 +40,7 @@ __global__ void mmq_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) 
       for (int i = 0; i < 8; ++i) sa[r * kStride + 8 * s + i] = k.q[i];
       for (int h = 0; h < 2; ++h) sd[2 * (r * kStage + s) + h] = k.d[h], sm[2 * (r * kStage + s) + h] = k.m[h];
     }
-    for (int p = tid; p < kCols * kStage; p += blockDim.x) {  // tokens: (token, block) per thread
+    for (int p = tid; p < kMmaCols * kStage; p += blockDim.x) {  // tokens: (token, block) per thread
       const int c = p / kStage, s = p % kStage;
       const int64_t col = col0 + c, kb = kb0 + s;
       const bool in = col < M && kb < nb;
@@ -60,7 +57,7 @@ __global__ void mmq_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) 
                              static_cast<uint32_t>(sa[(ra + 8) * kStride + 8 * s + t]),
                              static_cast<uint32_t>(sa[ra * kStride + 8 * s + 4 + t]),
                              static_cast<uint32_t>(sa[(ra + 8) * kStride + 8 * s + 4 + t])};
-      for (int j = 0; j < kTiles; ++j) {
+      for (int j = 0; j < kMmaTiles; ++j) {
         // B (32 x 8, column per token): token j * 8 + g, bytes 4t.. and 16 + 4t.. of its block.
         const int cb = j * 8 + g;
         const uint32_t b[2] = {static_cast<uint32_t>(sx[cb * kStride + 8 * s + t]),
@@ -91,7 +88,7 @@ __global__ void mmq_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) 
     }
     __syncthreads();  // the stage is read; the next one may overwrite it
   }
-  for (int j = 0; j < kTiles; ++j)
+  for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) {
       const int64_t n = row0 + warp * 16 + g + (i >= 2 ? 8 : 0), col = col0 + j * 8 + 2 * t + (i & 1);
       if (n < N && col < M) dst.f32(col)[n] = static_cast<float>(acc[j][i]);
@@ -107,9 +104,9 @@ Status run_mmq(const Node& n, Stream& s) {
   const int64_t M = x->n_rows();
   auto qx = quantize_x(x, dtype_info(w->type).vec_dot_type, s);
   KS_RETURN_IF_ERROR(qx.status());
-  // Tokens along y: at most 65535 blocks, so a launch covers 65535 * kCols columns.
-  if (blocks_for(M, kCols) > 65535u) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL of " + std::to_string(M) + " columns");
-  const dim3 grid(blocks_for(w->ne[1], kRows), blocks_for(M, kCols)), block(32 * kWarps);
+  // Tokens along y: at most 65535 blocks, so a launch covers 65535 * kMmaCols columns.
+  if (blocks_for(M, kMmaCols) > 65535u) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL of " + std::to_string(M) + " columns");
+  const dim3 grid(blocks_for(w->ne[1], kMmaRows), blocks_for(M, kMmaCols)), block(32 * kMmaWarps);
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>()) st = launch("mmq_kernel", mmq_kernel<T>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);

@@ -2,6 +2,7 @@
 // (sm_80 and newer), and the packing helpers for their 16-bit operands:
 //   mma_m16n8k16_bf16 / _f16  mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32
 //   mma_m16n8k32_s8           mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+//   mma_m16n8k32_e4m3         mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 (sm_89 and newer)
 //   ldmatrix_x4 / _x2 / _x4_trans   ldmatrix.sync.aligned.m8n8.{x4,x2}{,.trans}.shared.b16
 //   cp_async_16, cp_async_commit, cp_async_wait<N>   cp.async.cg.shared.global (16 bytes)
 // Each has two bodies. Under nvcc: the PTX itself. Under KESTREL_CUDA_EMULATE (host C++ on the
@@ -29,6 +30,7 @@
 
 #include "backends/cuda/emu/cuda_shim.h"
 #include "core/fp16.h"
+#include "tensor/quants/fp8.h"
 #endif
 
 namespace kestrel::ptx {
@@ -287,6 +289,28 @@ __device__ __forceinline__ void mma_m16n8k32_s8(int d[4], const uint32_t a[4], c
 #else
   emu::mma_m16n8<4>(d, a, b, c, [](uint32_t reg, unsigned k) -> int64_t {
     return static_cast<int8_t>(static_cast<uint8_t>(reg >> (8 * k)));
+  });
+#endif
+}
+
+// D (16x8 f32) = A (16x32 e4m3) * B (32x8 e4m3) + C, four FP8 codes per register (lowest index in
+// bits 0-7), the same fragment layout as .s8. sm_89 and newer: an older target traps, and the
+// host picks another kernel there (fp8_mma_available). d may be c.
+__device__ __forceinline__ void mma_m16n8k32_e4m3(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+#ifndef KESTREL_CUDA_EMULATE
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+#else
+  __trap();
+#endif
+#else
+  emu::mma_m16n8<4>(d, a, b, c, [](uint32_t reg, unsigned k) -> double {
+    return bits_f32(e4m3_to_fp32_bits(static_cast<uint8_t>(reg >> (8 * k))));
   });
 #endif
 }

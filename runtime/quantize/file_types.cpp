@@ -30,6 +30,7 @@ constexpr FileTypeName kNames[] = {
     {"IQ4_NL", FileType::MOSTLY_IQ4_NL, DType::IQ4_NL, "4-bit non-linear, 32-value blocks"},
     {"MXFP4", FileType::MOSTLY_MXFP4_MOE, DType::MXFP4, "alias for MXFP4_MOE"},
     {"MXFP4_MOE", FileType::MOSTLY_MXFP4_MOE, DType::MXFP4, "MXFP4 experts, Q8_0 elsewhere"},
+    {"FP8", FileType::MOSTLY_FP8, DType::FP8_E4M3, "E4M3, 128-value blocks, BF16 output (Kestrel only)"},
     {"F16", FileType::MOSTLY_F16, DType::F16, "half precision"},
     {"BF16", FileType::MOSTLY_BF16, DType::BF16, "bfloat16"},
     {"F32", FileType::ALL_F32, DType::F32, "single precision"},

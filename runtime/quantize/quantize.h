@@ -49,6 +49,8 @@ enum class FileType : uint32_t {
   MOSTLY_IQ4_NL = 25,
   MOSTLY_BF16 = 32,
   MOSTLY_MXFP4_MOE = 38,
+  // Kestrel's own (docs/LOW_PRECISION.md), numbered like its type ids, apart from llama.cpp's.
+  MOSTLY_FP8 = 0x4B000001,
 };
 
 // One accepted TYPE name.

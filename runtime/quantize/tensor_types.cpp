@@ -76,7 +76,7 @@ DType fallback_for(DType t, int64_t ncols, bool* replaced) {
     case DType::Q2_K: case DType::Q3_K: alt = DType::Q4_0; break;
     case DType::Q4_K: alt = DType::Q5_0; break;
     case DType::Q5_K: alt = DType::Q5_1; break;
-    case DType::Q6_K: alt = DType::Q8_0; break;
+    case DType::Q6_K: case DType::FP8_E4M3: alt = DType::Q8_0; break;
     default: break;  // llama-quantize gives up here; F16 always fits
   }
   return ncols % dtype_info(alt).block_size == 0 ? alt : DType::F16;
@@ -162,6 +162,11 @@ Expected<DType> TypeChooser::mix_rule(const gguf::TensorInfo& t, DType type) {
     return l;
   };
 
+  if (ft == F::MOSTLY_FP8) {
+    // As FP8 checkpoints do (ModelOpt, vLLM): the logits' matrix stays 16-bit, the rest FP8.
+    const bool output = cat == Category::OUTPUT || (m_.tied_embeddings && cat == Category::TOKEN_EMBD);
+    return output ? DType::BF16 : type;
+  }
   if (cat == Category::OUTPUT || (m_.tied_embeddings && cat == Category::TOKEN_EMBD)) {
     if (ft == F::MOSTLY_MXFP4_MOE || falcon || t.ne[0] % dtype_info(type).block_size != 0)
       return DType::Q8_0;

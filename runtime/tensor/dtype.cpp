@@ -28,6 +28,9 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q8_K, "q8_K", 256, 292, true, dequantize_q8_k, quantize_q8_k, DType::Q8_K},
     {DType::IQ4_NL, "iq4_nl", 32, 18, true, dequantize_iq4_nl, quantize_iq4_nl, DType::Q8_0},
     {DType::MXFP4, "mxfp4", 32, 17, true, dequantize_mxfp4, quantize_mxfp4, DType::Q8_0},
+    {DType::NVFP4, "nvfp4", 64, 36, true, dequantize_nvfp4, quantize_nvfp4, DType::Q8_0},
+    // W8A8: activations are FP8 blocks too, so the tensor cores' FP8 products match the reference.
+    {DType::FP8_E4M3, "fp8_e4m3", 128, 132, true, dequantize_fp8_e4m3, quantize_fp8_e4m3, DType::FP8_E4M3},
     {DType::I8, "i8", 1, 1, false, nullptr, nullptr, DType::I8},
     {DType::I16, "i16", 1, 2, false, nullptr, nullptr, DType::I16},
     {DType::I32, "i32", 1, 4, false, nullptr, nullptr, DType::I32},

@@ -81,7 +81,7 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
   for (const ArchDef* arch : all_archs()) {
     CHECK_MESSAGE(!arch->tiny.empty(), arch->name << " has no tiny configuration");
     for (const TinyConfig& tiny : arch->tiny) {
-      for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4, DType::Q4_0}) {
+      for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4, DType::Q4_0, DType::FP8_E4M3}) {
         CAPTURE(tiny.name);
         CAPTURE(dtype_name(type));
         const std::vector<uint8_t> bytes = synth(*arch, tiny, type, 7).to_bytes();
@@ -227,4 +227,27 @@ TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, n
   auto e4 = with("gpt-oss", "expert_gating_func", gguf::Value::make_u32(7));
   REQUIRE(!e4.ok());
   CHECK(e4.status().to_string().find("expert_gating_func") != std::string::npos);
+}
+
+// A second-level scale tensor beside a matrix (an NVFP4 file converted from a ModelOpt checkpoint:
+// "<name>.scale", "<name>.input_scale") is refused by name rather than run without it.
+TEST_CASE("synthetic models: a matrix's second-level scale tensor is refused, not ignored") {
+  const ArchDef* arch = find_arch("llama");
+  REQUIRE(arch);
+  for (const char* name : {"blk.0.attn_q.scale", "blk.1.ffn_down.input_scale"}) {
+    SynthOptions so;
+    so.weight_type = DType::NVFP4;
+    auto w = synth_model(*arch, arch->tiny.at(0), so);
+    REQUIRE(w.ok());
+    const float one = 1.0f;
+    REQUIRE(w->add_tensor(name, DType::F32, {1}, &one, sizeof one).ok());
+    auto file = gguf::File::from_bytes(w->to_bytes(), "<synth>");
+    REQUIRE(file.ok());
+    ModelLoadOptions lo;
+    lo.backend = "ref";
+    auto m = Model::from_file(std::move(file.value()), lo);
+    REQUIRE(!m.ok());
+    CHECK(m.status().code() == KESTREL_ERR_UNSUPPORTED);
+    CHECK(m.status().to_string().find(name) != std::string::npos);
+  }
 }

@@ -22,7 +22,8 @@ struct Case {
 
 inline constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                                       DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                      DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::MXFP4};
+                                      DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::MXFP4,
+                                      DType::NVFP4, DType::FP8_E4M3};
 
 // Runs c on the reference backend, then on every compiled backend as above, and compares every
 // output (I32 outputs exactly).

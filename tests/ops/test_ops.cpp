@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/repacked.h"
 #include "op_case.h"
+#include "tensor/quants/quant_blocks.h"
 
 using namespace kestrel;
 using namespace kestrel::test;
@@ -130,9 +131,10 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
 TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows") {
   std::mt19937 rng(31);
   for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::MXFP4,
-                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const bool k_quant = dtype_info(type).block_size == 256;
-    for (int64_t K : {k_quant ? 256 * 5 : 32 * 33, k_quant ? 256 * 9 : 32 * 70}) {
+                     DType::NVFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t bs = dtype_info(type).block_size;
+    const bool k_quant = bs == 256;
+    for (int64_t K : {bs * (k_quant ? 5 : bs == 64 ? 17 : 33), bs * (k_quant ? 9 : bs == 64 ? 35 : 70)}) {
       for (int64_t M : {1, 2, 8, 9, 41}) {
         Case c;
         c.name = std::string(M <= 8 ? "gemv " : "mmq ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
@@ -155,6 +157,36 @@ TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows"
                         c.name << " element " << i << ": cuda " << dst->f32()[i] << ", ref " << want[static_cast<size_t>(i)]);
       }
     }
+  }
+}
+
+// FP8 weights holding every E4M3 code, subnormals (codes 1..7, 0x81..0x87) included: the CUDA
+// kernels convert four codes at a time by placing their bits in a float (dequant.cuh), which must
+// give each code's exact value, and a word with a NaN code (0x7F, 0xFF) takes the exact decoding.
+// Decode shapes (the GEMV) and batches (FP8 tensor cores), rows of several blocks.
+TEST_CASE("MATMUL: FP8 weights with every code, subnormal and NaN") {
+  std::mt19937 rng(41);
+  const int64_t K = 384, N = 21;
+  for (int64_t M : {1, 3, 8, 9, 40}) {
+    Case c;
+    c.name = "matmul fp8 every code M=" + std::to_string(M);
+    Tensor w = c.buf.tensor(DType::FP8_E4M3, K, N);
+    std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+    for (int64_t r = 0; r < N; ++r) {
+      auto* blocks = reinterpret_cast<block_fp8*>(w.row(r));
+      for (int64_t b = 0; b < K / 128; ++b) {
+        blocks[b].d = scale(rng);
+        for (int j = 0; j < 128; ++j) {
+          uint8_t code = static_cast<uint8_t>((r * 384 + b * 128 + j) * 7 % 256);  // every code, spread over rows
+          if ((code & 0x7F) == 0x7F && r != 5) code ^= 1;  // NaN only in row 5
+          blocks[b].qs[j] = code;
+        }
+      }
+    }
+    Tensor* x = input(c, DType::F32, rng, K, M);
+    Tensor* dst = output(c, N, M);
+    c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+    check_case(c, 1e-4, 1e-4);
   }
 }
 

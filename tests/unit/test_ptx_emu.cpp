@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/emu/cuda_shim.h"
@@ -63,8 +64,10 @@ __global__ void mma_k16_kernel(const uint16_t* A, const uint16_t* B, const float
   for (unsigned i = 0; i < 4; ++i) D[8 * cd_row(lane, i) + cd_col(lane, i)] = d[i];
 }
 
-// The same for s8: A 16x32, B 32x8 (K x N), C and D 16x8 int.
-__global__ void mma_k32_kernel(const int8_t* A, const int8_t* B, const int* C, int* D) {
+// The same for the 8-bit shapes: A 16x32, B 32x8 (K x N), C and D 16x8; int8 codes with int C and D
+// (.s8), or E4M3 codes with float C and D (.e4m3: the .s8 fragment layout).
+template <class Code, class Acc>
+__global__ void mma_k32_kernel(const Code* A, const Code* B, const Acc* C, Acc* D) {
   const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   const unsigned g = lane / 4, t = lane % 4;
   A += 512 * warp;
@@ -72,7 +75,7 @@ __global__ void mma_k32_kernel(const int8_t* A, const int8_t* B, const int* C, i
   C += 128 * warp;
   D += 128 * warp;
   uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
-  int c[4], d[4];
+  Acc c[4], d[4];
   for (unsigned r = 0; r < 4; ++r)
     for (unsigned j = 0; j < 4; ++j) {
       const unsigned row = g + 8 * (r % 2), col = 4 * t + j + 16 * (r / 2);
@@ -84,8 +87,16 @@ __global__ void mma_k32_kernel(const int8_t* A, const int8_t* B, const int* C, i
       b[r] |= uint32_t{static_cast<uint8_t>(B[8 * k + g])} << (8 * j);
     }
   for (unsigned i = 0; i < 4; ++i) c[i] = C[8 * cd_row(lane, i) + cd_col(lane, i)];
-  ptx::mma_m16n8k32_s8(d, a, b, c);
+  if constexpr (std::is_same_v<Acc, int>) ptx::mma_m16n8k32_s8(d, a, b, c);
+  else ptx::mma_m16n8k32_e4m3(d, a, b, c);
   for (unsigned i = 0; i < 4; ++i) D[8 * cd_row(lane, i) + cd_col(lane, i)] = d[i];
+}
+
+// The OCP E4M3 value of a code, from its fields (finite codes only).
+double e4m3_value(uint8_t c) {
+  const int e = (c >> 3) & 15, m = c & 7;
+  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return c & 0x80 ? -v : v;
 }
 
 // A random value exact in the 16-bit format, never zero.
@@ -242,7 +253,7 @@ TEST_CASE("ptx emulation: mma m16n8k32 s8 is exactly A*B + C") {
   for (int& v : C) v = uc(rng) | 1;
   A[0] = B[0] = -128;  // the extremes
   A[1] = B[8] = 127;
-  REQUIRE(launch_kernel(mma_k32_kernel, dim3(2), dim3(64), 0, A.data(), B.data(), C.data(), D.data()) == "");
+  REQUIRE(launch_kernel(mma_k32_kernel<int8_t, int>, dim3(2), dim3(64), 0, A.data(), B.data(), C.data(), D.data()) == "");
   int bad = 0;
   for (unsigned w = 0; w < kWarps; ++w)
     for (unsigned m = 0; m < 16; ++m)
@@ -250,6 +261,35 @@ TEST_CASE("ptx emulation: mma m16n8k32 s8 is exactly A*B + C") {
         long want = C[128 * w + 8 * m + n];
         for (unsigned k = 0; k < 32; ++k) want += long{A[512 * w + 32 * m + k]} * B[256 * w + 8 * k + n];
         bad += D[128 * w + 8 * m + n] != want;
+      }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("ptx emulation: mma m16n8k32 e4m3 is A*B + C over the codes' values") {
+  std::mt19937 rng(14);
+  constexpr unsigned kWarps = 4;
+  std::vector<uint8_t> A(512 * kWarps), B(256 * kWarps);
+  std::vector<float> C(128 * kWarps), D(128 * kWarps, 0.0f);
+  auto code = [&] {  // any finite code but zero, subnormals included
+    for (;;) {
+      const auto c = static_cast<uint8_t>(rng());
+      if ((c & 0x7F) != 0x7F && (c & 0x7F) != 0) return c;
+    }
+  };
+  for (uint8_t& v : A) v = code();
+  for (uint8_t& v : B) v = code();
+  std::uniform_real_distribution<float> uc(-1000.0f, 1000.0f);
+  for (float& v : C) v = uc(rng);
+  A[0] = B[0] = 0x7E;  // 448: the extremes
+  A[1] = B[8] = 0x81;  // -2^-9
+  REQUIRE(launch_kernel(mma_k32_kernel<uint8_t, float>, dim3(2), dim3(64), 0, A.data(), B.data(), C.data(), D.data()) == "");
+  int bad = 0;
+  for (unsigned w = 0; w < kWarps; ++w)
+    for (unsigned m = 0; m < 16; ++m)
+      for (unsigned n = 0; n < 8; ++n) {
+        double want = C[128 * w + 8 * m + n];
+        for (unsigned k = 0; k < 32; ++k) want += e4m3_value(A[512 * w + 32 * m + k]) * e4m3_value(B[256 * w + 8 * k + n]);
+        bad += D[128 * w + 8 * m + n] != static_cast<float>(want);
       }
   CHECK(bad == 0);
 }

@@ -18,8 +18,8 @@
 #   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
 #   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
 #   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 6 files
-#   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (~29 GB; never under $OUT)
-#   GPU_SUITE_TYPES ["q4_0 q8_0 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
+#   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (~42 GB; never under $OUT)
+#   GPU_SUITE_TYPES ["q4_0 q8_0 q4_K fp8_e4m3 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
 #   GPU_SUITE_PP [512] GPU_SUITE_TG [128] GPU_SUITE_REPS [3]
 #   GPU_SUITE_MEMCHECK_FILTER [doctest -tc patterns below; empty: all of test_ops]
 #   GPU_SUITE_MEMCHECK_TIMEOUT [300 s]  GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
@@ -53,7 +53,7 @@ LOGS=${OUT:+$OUT/gpu_suite_logs}
 LOGS=${LOGS:-$BUILD/gpu_suite_logs}
 MODELS=${GPU_SUITE_MODELS:-/tmp/gpu_suite}
 PRESET=${GPU_SUITE_PRESET:-llama-3.1-8b}
-read -r -a TYPES <<<"${GPU_SUITE_TYPES:-q4_0 q8_0 bf16}"
+read -r -a TYPES <<<"${GPU_SUITE_TYPES:-q4_0 q8_0 q4_K fp8_e4m3 bf16}"
 PP=${GPU_SUITE_PP:-512}
 TG=${GPU_SUITE_TG:-128}
 REPS=${GPU_SUITE_REPS:-3}

@@ -25,6 +25,9 @@ constexpr int QK8_0 = 32;
 constexpr int QK8_1 = 32;
 constexpr int QK4_NL = 32;
 constexpr int QK_MXFP4 = 32;
+constexpr int QK_FP8 = 128;
+constexpr int QK_NVFP4 = 64;
+constexpr int QK_NVFP4_SUB = 16;  // values per UE4M3 scale
 constexpr int QK_K = 256;        // values per K-quant super-block
 constexpr int K_SCALE_SIZE = 12;  // bytes of packed 6-bit scales+mins in q4_K / q5_K
 
@@ -127,6 +130,23 @@ struct block_mxfp4 {
   uint8_t qs[QK_MXFP4 / 2];
 };
 
+// NVFP4 (GGML type 40): four sub-blocks of 16, each with a UE4M3 scale byte (fp8.h,
+// ue4m3_half_bits) and 8 bytes of E2M1 nibbles: byte qs[8 s + j] holds element 16 s + j in its low
+// nibble and 16 s + j + 8 in its high nibble. value = kvalues_mxfp4[q] * ue4m3_half(d[s]).
+// A file may carry a second, per-tensor scale as a separate "<name>.scale" tensor (ModelOpt's
+// weight_scale_2), which llama.cpp multiplies into the matmul's output.
+struct block_nvfp4 {
+  uint8_t d[QK_NVFP4 / QK_NVFP4_SUB];
+  uint8_t qs[QK_NVFP4 / 2];
+};
+
+// Kestrel's own FP8 type (no GGML equivalent; docs/LOW_PRECISION.md): 128 OCP E4M3 codes (tensor/quants/
+// fp8.h) under one binary32 scale. value = d * e4m3(qs[j]); d = amax / 448 of the block.
+struct block_fp8 {
+  float d;
+  uint8_t qs[QK_FP8];
+};
+
 static_assert(sizeof(block_q4_0) == 18);
 static_assert(sizeof(block_q4_1) == 20);
 static_assert(sizeof(block_q5_0) == 22);
@@ -141,6 +161,8 @@ static_assert(sizeof(block_q6_K) == 210);
 static_assert(sizeof(block_q8_K) == 292);
 static_assert(sizeof(block_iq4_nl) == 18);
 static_assert(sizeof(block_mxfp4) == 17);
+static_assert(sizeof(block_fp8) == 132);
+static_assert(sizeof(block_nvfp4) == 36);
 
 // The IQ4_NL non-linear levels.
 inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

@@ -23,6 +23,8 @@ void dequantize_q6_k(const void* src, float* dst, int64_t n);
 void dequantize_q8_k(const void* src, float* dst, int64_t n);
 void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
 void dequantize_mxfp4(const void* src, float* dst, int64_t n);
+void dequantize_fp8_e4m3(const void* src, float* dst, int64_t n);
+void dequantize_nvfp4(const void* src, float* dst, int64_t n);
 
 // Reference quantizers, rounding exactly as GGML's *_ref functions do (so a Q8_0 file we write is
 // byte-identical to llama.cpp's).
@@ -45,5 +47,10 @@ void quantize_q5_k(const float* src, void* dst, int64_t n);
 void quantize_q6_k(const float* src, void* dst, int64_t n);
 void quantize_iq4_nl(const float* src, void* dst, int64_t n);
 void quantize_mxfp4(const float* src, void* dst, int64_t n);
+// GGML's quantize_row_nvfp4_ref: per 16 values, scale = ue4m3(amax / 6) (GGML's rounding, half up),
+// then the nearest doubled E2M1 level times the decoded scale, the first on ties.
+void quantize_nvfp4(const float* src, void* dst, int64_t n);
+// Kestrel's FP8 blocks: d = amax / 448, codes = e4m3(x * (448 / amax)), nearest-even, saturating.
+void quantize_fp8_e4m3(const float* src, void* dst, int64_t n);
 
 }  // namespace kestrel::quants

@@ -1,6 +1,6 @@
-// Reference (de)quantization of the plain float types and the 32-value block types (q4_0 .. q8_1,
-// iq4_nl, mxfp4). The quantizers repeat GGML's reference arithmetic step by step (same operation
-// order, same rounding) so their output is byte-identical to what llama-quantize writes.
+// Reference (de)quantization of the plain float types, the 32-value block types (q4_0 .. q8_1,
+// iq4_nl, mxfp4) and nvfp4. The quantizers repeat GGML's reference arithmetic step by step (same
+// operation order, same rounding) so their output is byte-identical to what llama-quantize writes.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "tensor/quants/quant_blocks.h"
 #include "tensor/quants/quants.h"
 #include "core/fp16.h"
+#include "tensor/quants/fp8.h"
 
 // Byte-exact rounding needs every multiply and add rounded on its own: no fused multiply-add
 // (GCC already keeps them apart in ISO C++ mode; clang contracts by default).
@@ -230,6 +231,20 @@ void dequantize_mxfp4(const void* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_nvfp4(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_NVFP4; ++i, dst += QK_NVFP4) {
+    const auto b = load_block<block_nvfp4>(src, i);
+    for (int s = 0; s < QK_NVFP4 / QK_NVFP4_SUB; ++s) {
+      const float d = fp32_from_bits(ue4m3_half_bits(b.d[s]));
+      for (int j = 0; j < QK_NVFP4_SUB / 2; ++j) {
+        const uint8_t q = b.qs[s * (QK_NVFP4_SUB / 2) + j];
+        dst[s * QK_NVFP4_SUB + j] = kvalues_mxfp4[q & 0x0F] * d;
+        dst[s * QK_NVFP4_SUB + j + QK_NVFP4_SUB / 2] = kvalues_mxfp4[q >> 4] * d;
+      }
+    }
+  }
+}
+
 // ---- quantization -------------------------------------------------------------------------------
 
 // d = max / -8 where max is the signed value of largest magnitude, so that value lands exactly on
@@ -433,6 +448,45 @@ void quantize_mxfp4(const float* src, void* dst, int64_t n) {
       const int q0 = best_index_mxfp4(x[j], d);
       const int q1 = best_index_mxfp4(x[j + QK_MXFP4 / 2], d);
       b.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+    store_block(dst, i, b);
+  }
+}
+
+// GGML's ggml_fp32_to_ue4m3: positive x (else 0) clamped to 448; below 2^-6 the subnormal step
+// 2^-9 with x * 512 + 0.5 truncated (at most 7); otherwise the top 3 mantissa bits rounded half up
+// on the fourth, saturating at code 0x7E.
+static uint8_t ue4m3_from_fp32(float x) {
+  if (!(x > 0.0f)) return 0;
+  x = std::min(x, 448.0f);
+  const uint32_t bits = fp32_to_bits(x);
+  int e = static_cast<int>((bits >> 23) & 0xFF) - 127 + 7;
+  if (e <= 0) {
+    const int m = std::min(static_cast<int>(x * 512.0f + 0.5f), 7);
+    return m < 1 ? 0 : static_cast<uint8_t>(m);
+  }
+  if (e >= 15) return 0x7E;
+  int m = static_cast<int>((bits >> 20) & 7) + static_cast<int>((bits >> 19) & 1);
+  if (m > 7) {
+    m = 0;
+    if (++e >= 15) return 0x7E;
+  }
+  return static_cast<uint8_t>((e << 3) | m);
+}
+
+void quantize_nvfp4(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n / QK_NVFP4; ++i) {
+    block_nvfp4 b;
+    for (int s = 0; s < QK_NVFP4 / QK_NVFP4_SUB; ++s) {
+      const float* x = src + i * QK_NVFP4 + s * QK_NVFP4_SUB;
+      float amax = 0.0f;
+      for (int j = 0; j < QK_NVFP4_SUB; ++j) amax = std::max(amax, std::fabs(x[j]));  // NaN never wins
+      b.d[s] = ue4m3_from_fp32(amax / 6.0f);
+      const float d = fp32_from_bits(ue4m3_half_bits(b.d[s]));
+      for (int j = 0; j < QK_NVFP4_SUB / 2; ++j) {
+        const int q0 = best_index_mxfp4(x[j], d), q1 = best_index_mxfp4(x[j + QK_NVFP4_SUB / 2], d);
+        b.qs[s * (QK_NVFP4_SUB / 2) + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+      }
     }
     store_block(dst, i, b);
   }
