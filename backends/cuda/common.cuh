@@ -102,6 +102,15 @@ __device__ __forceinline__ float4 load_float4(const float* p) {
 #endif
 }
 
+// Sixteen bytes in one load (p must be 16-byte aligned, as for load_float4).
+__device__ __forceinline__ uint4 load_uint4(const void* p) {
+#ifdef KESTREL_CUDA_EMULATE
+  return ::kestrel::cuda_emu::vector_load(static_cast<const uint4*>(p));
+#else
+  return *static_cast<const uint4*>(p);
+#endif
+}
+
 // A tensor as a kernel sees it. Row r counts over dims 1..3 (r = i1 + ne1 * (i2 + ne2 * i3)), as
 // the reference kernels' row_of does, so strided views work wherever the reference allows them.
 struct TensorArg {

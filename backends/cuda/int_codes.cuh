@@ -1,7 +1,7 @@
 // Weight blocks as integer codes, for the integer-dot kernels (gemv_q8.cu for decode, mmq.cu for
-// batches). A 32-value chunk of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, NVFP4, Q4_K, Q5_K or
-// Q6_K holds codes c with w = d * c + m, d and m per half of 16 (the scales of Q6_K and NVFP4
-// change every 16). X is quantized once to int8 as the weight type's vec_dot
+// batches). A 32-value chunk of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, NVFP4 or a K-quant
+// (Q2_K .. Q6_K) holds codes c with w = d * c + m, d and m per half of 16 (the scales of Q2_K,
+// Q3_K, Q6_K and NVFP4 change every 16). X is quantized once to int8 as the weight type's vec_dot
 // type rounds it (Q8_0's blocks of 32 with an fp16 scale, or Q8_K's blocks of 256 with a float
 // scale), with the code sums of each 16. A half's dot is then dx * (d * isum + m * sum(qx)) with
 // isum an exact integer sum: in double, the reference's double sum of products up to double
@@ -116,6 +116,29 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
       k.m[half] = 0.0f;
     }
     table_codes(codes, [](int q) { return mxfp4_level(q); });
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    // Elements 32 (c % 8) + j: half hb of the super-block, bit pair p of bytes qs[32 hb + j]; a scale
+    // (and for Q2_K a min) per 16. Q3_K's third bit is bit c % 8 of hmask[j]: code q + 4 hbit in
+    // 0..7 with w = D (code - 4), D = d (s - 32).
+    using B = std::conditional_t<T == DType::Q2_K, block_q2_K, block_q3_K>;
+    const auto* b = reinterpret_cast<const B*>(row) + c / 8;
+    const int sub = static_cast<int>(c % 8), hb = sub / 4, p = sub % 4;
+    for (int i = 0; i < 8; ++i) {
+      codes[i] = (load_b2(b->qs + 32 * hb + 4 * i) >> (2 * p)) & 0x03030303;
+      if constexpr (T == DType::Q3_K) codes[i] |= ((load_b2(b->hmask + 4 * i) >> sub) & 0x01010101) << 2;
+    }
+    const float d = half_to_float(b->d);
+    for (int half = 0; half < 2; ++half) {
+      const int i = 2 * sub + half;  // the 16-value group
+      if constexpr (T == DType::Q2_K) {
+        k.d[half] = d * static_cast<float>(b->scales[i] & 15);
+        k.m[half] = -(half_to_float(b->dmin) * static_cast<float>(b->scales[i] >> 4));
+      } else {
+        const int sc = ((b->scales[i % 8] >> (4 * (i / 8))) & 15) | (((b->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4);
+        k.d[half] = d * static_cast<float>(sc - 32);
+        k.m[half] = -4.0f * k.d[half];
+      }
+    }
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Chunk = sub-block `sub` of the super-block: nibble sub % 2 of bytes qs[32 (sub / 2) ..],
     // 6-bit scale and min (quant_blocks.h); Q5_K's fifth bit is bit `sub` of qh[j].
@@ -150,13 +173,13 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
 template <DType T>
 constexpr bool has_codes() {
   return T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q8_0 ||
-         T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::NVFP4 || T == DType::Q4_K || T == DType::Q5_K ||
-         T == DType::Q6_K;
+         T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::NVFP4 || T == DType::Q2_K || T == DType::Q3_K ||
+         T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
 }
 // Whether a chunk's halves may have different scales (then an mma over 32 values is split).
 template <DType T>
 constexpr bool split_halves() {
-  return T == DType::Q6_K || T == DType::NVFP4;
+  return T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K || T == DType::NVFP4;
 }
 
 // Whether MATMUL or MATMUL_ID node n has the integer-code kernels' types and shape.

@@ -48,6 +48,10 @@ Status run_mmq(const Node& n, Stream& s);
 bool fp8_matmul_applies(const Node& n);
 Status run_fp8_matmul(const Node& n, Stream& s);
 bool fp8_mma_available();
+// F16 and BF16 weights (matmul_f16.cu): a GEMV with 16-byte loads for decode, mma.sync f16/bf16 for
+// batches.
+bool f16_matmul_applies(const Node& n);
+Status run_f16_matmul(const Node& n, Stream& s);
 // KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
 // rest on a GPU).
 bool reference_kernels_only();

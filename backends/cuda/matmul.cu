@@ -4,7 +4,7 @@
 // whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
 // for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
 // integer-code types go to gemv_q8.cu (decode, and MATMUL_ID) and mmq.cu (batches, tensor cores),
-// FP8 to matmul_fp8.cu.
+// FP8 to matmul_fp8.cu, F16 and BF16 to matmul_f16.cu.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -176,6 +176,7 @@ Status run_matmul(const Node& n, Stream& s) {
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
+  if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];
   auto xr = round_x(w, x, s);
   KS_RETURN_IF_ERROR(xr.status());

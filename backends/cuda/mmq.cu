@@ -6,8 +6,8 @@
 // (int_codes.cuh) with their d and m, and copies the tokens' quantized chunks beside them; each
 // mma's exact integer sums are then scaled per (row, chunk) and (token, chunk) and accumulated in
 // double, as gemv_q8.cu does, so the result equals the reference's to float rounding. A type whose
-// halves have scales of their own (Q6_K, NVFP4) takes two mma per chunk, each over one half (the
-// other half's A registers zero).
+// halves have scales of their own (Q2_K, Q3_K, Q6_K, NVFP4) takes two mma per chunk, each over one
+// half (the other half's A registers zero).
 #include "backends/cuda/int_codes.cuh"
 #include "backends/cuda/ptx.cuh"
 

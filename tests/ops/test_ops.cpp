@@ -131,7 +131,7 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
 TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows") {
   std::mt19937 rng(31);
   for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::MXFP4,
-                     DType::NVFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                     DType::NVFP4, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t bs = dtype_info(type).block_size;
     const bool k_quant = bs == 256;
     for (int64_t K : {bs * (k_quant ? 5 : bs == 64 ? 17 : 33), bs * (k_quant ? 9 : bs == 64 ? 35 : 70)}) {
@@ -155,6 +155,27 @@ TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows"
         for (int64_t i = 0; i < 19 * M; ++i)
           CHECK_MESSAGE(std::fabs(dst->f32()[i] - want[static_cast<size_t>(i)]) <= 2e-7 * (1 + std::fabs(want[static_cast<size_t>(i)])),
                         c.name << " element " << i << ": cuda " << dst->f32()[i] << ", ref " << want[static_cast<size_t>(i)]);
+      }
+    }
+  }
+}
+
+// F16 and BF16 on CUDA's GEMV (up to 8 columns, rows of a multiple of 8: a lane's last 16-byte
+// step partly past the row) and tensor-core GEMM (more columns; any K, partial stages and tiles);
+// odd K in decode falls back to the part-1 kernel. Every backend within the usual tolerance.
+TEST_CASE("MATMUL: F16 and BF16 on the GEMV and the tensor-core GEMM") {
+  std::mt19937 rng(43);
+  for (DType type : {DType::F16, DType::BF16}) {
+    for (int64_t K : {1000, 77}) {
+      for (int64_t M : {1, 3, 8, 9, 40, 70}) {
+        Case c;
+        c.name = std::string("matmul ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
+        Tensor w = c.buf.tensor(type, K, 70);
+        fill_random_weights(w, rng);
+        Tensor* x = input(c, DType::F32, rng, K, M);
+        Tensor* dst = output(c, 70, M);
+        c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+        check_case(c, 1e-4, 1e-4);
       }
     }
   }
