@@ -117,9 +117,9 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
     }
     table_codes(codes, [](int q) { return mxfp4_level(q); });
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    // Elements 32 (c % 8) + j: half hb of the super-block, bit pair p of bytes qs[32 hb + j]; a scale
-    // (and for Q2_K a min) per 16. Q3_K's third bit is bit c % 8 of hmask[j]: code q + 4 hbit in
-    // 0..7 with w = D (code - 4), D = d (s - 32).
+    // Elements 32 (c % 8) + j: half hb of the super-block, bit pair p of bytes qs[32 hb + j]; a
+    // scale (and for Q2_K a min) per 16. Q3_K's third bit is bit c % 8 of hmask[j]: code q + 4 hbit
+    // in 0..7 with w = D (code - 4), D = d (s - 32).
     using B = std::conditional_t<T == DType::Q2_K, block_q2_K, block_q3_K>;
     const auto* b = reinterpret_cast<const B*>(row) + c / 8;
     const int sub = static_cast<int>(c % 8), hb = sub / 4, p = sub % 4;

@@ -30,8 +30,9 @@ enum class DType : uint32_t {
   BF16 = 30,
   MXFP4 = 39,
   NVFP4 = 40,
-  // Kestrel's own types, for formats GGUF has no id for (docs/LOW_PRECISION.md). Ids start at 'K' << 24, far
-  // from GGML's (which grow one at a time); llama.cpp refuses a tensor of such a type by name.
+  // Kestrel's own types, for formats GGUF has no id for (docs/LOW_PRECISION.md). Ids start at
+  // 'K' << 24, far from GGML's (which grow one at a time); llama.cpp refuses a tensor of such a type
+  // by name.
   FP8_E4M3 = 0x4B000001,
   // Ids a backend may give its private arrangements of a type's bytes inside its kernels (the CPU's
   // regrouped rows: Tensor::layout). Never in a file, not in the type table: a tensor keeps its

@@ -395,10 +395,11 @@ TEST_CASE("quantize_file Q4_K_M of llama-gqa-f32 meets llama.cpp's Q4_K_M refere
   }
 }
 
-// Kestrel's own FP8 file type (docs/LOW_PRECISION.md): FP8 where 128 divides the rows, Q8_0 (or F16) where it
-// does not, BF16 for the logits' matrix; the file reads back with its type ids and file type, and
-// its logits are nearer llama.cpp's F32 reference than llama.cpp's own 4-bit file's are (W8A8 with
-// 3 mantissa bits lies between Q8_0 and Q4_K_M; docs/LOW_PRECISION.md has the numbers).
+// Kestrel's own FP8 file type (docs/LOW_PRECISION.md): FP8 where 128 divides the rows, Q8_0 (or
+// F16) where it does not, BF16 for the logits' matrix; the file reads back with its type ids and
+// file type, and its logits are nearer llama.cpp's F32 reference than llama.cpp's own 4-bit
+// file's are (W8A8 with 3 mantissa bits lies between Q8_0 and Q4_K_M; docs/LOW_PRECISION.md has
+// the numbers).
 TEST_CASE("quantize_file FP8 of llama-gqa-f32 and stories260K-f32: plan, file and logits") {
   const std::pair<const char*, const char*> models[] = {{"llama-gqa-f32", "llama-gqa-q4_k_m"},
                                                        {"stories260K-f32", "stories260K-q4_0"}};

@@ -140,8 +140,9 @@ struct block_nvfp4 {
   uint8_t qs[QK_NVFP4 / 2];
 };
 
-// Kestrel's own FP8 type (no GGML equivalent; docs/LOW_PRECISION.md): 128 OCP E4M3 codes (tensor/quants/
-// fp8.h) under one binary32 scale. value = d * e4m3(qs[j]); d = amax / 448 of the block.
+// Kestrel's own FP8 type (no GGML equivalent; docs/LOW_PRECISION.md): 128 OCP E4M3 codes
+// (tensor/quants/fp8.h) under one binary32 scale. value = d * e4m3(qs[j]); d = amax / 448 of the
+// block.
 struct block_fp8 {
   float d;
   uint8_t qs[QK_FP8];
