@@ -43,8 +43,8 @@ Status run_gemv_q8(const Node& n, Stream& s);
 // Their batched MATMUL (more than kMaxCols columns) on int8 tensor cores (mmq.cu).
 bool mmq_applies(const Node& n);
 Status run_mmq(const Node& n, Stream& s);
-// FP8 weights (matmul_fp8.cu): decode GEMV, and FP8 tensor cores for batches where the device has
-// them (sm_89 and newer: fp8_mma_available).
+// FP8 weights (matmul_fp8.cu): a GEMV for decode and MATMUL_ID, FP8 tensor cores for batches where
+// the device has them (sm_89 and newer: fp8_mma_available).
 bool fp8_matmul_applies(const Node& n);
 Status run_fp8_matmul(const Node& n, Stream& s);
 bool fp8_mma_available();

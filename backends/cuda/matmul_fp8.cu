@@ -9,9 +9,10 @@
 //    warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), one 128-value block of K
 //    per shared-memory stage: four mma chained over the block's 128 values, then promoted to float
 //    registers with the block's two scales (DeepSeek-V3's promotion interval: Hopper's FP8 MMA
-//    accumulates with fewer bits than f32, so longer chains lose precision).
-// The part-1 kernel (matmul.cu) stays the path for MATMUL_ID, and with
-// KESTREL_CUDA_KERNELS=reference.
+//    accumulates with fewer bits than f32, so longer chains lose precision);
+//  - MATMUL_ID (MoE experts): the decode GEMV's row dot, a row per (slot, token) pair with its
+//    expert's matrix.
+// The part-1 kernel (matmul.cu) stays the path with KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ptx.cuh"
@@ -35,18 +36,13 @@ __global__ void quantize_fp8_kernel(TensorArg x, uint8_t* q, float* d) {
 
 constexpr unsigned kGemvWarps = 8;  // rows per block
 
+// acc[c] += this lane's share of the FP8 row . column c of xr (columns K floats apart), c < nc.
 // X arrives as floats already rounded to FP8 (round_x: dx * e4m3(q), as the reference rounds it),
 // so each weight costs a code conversion and one FMA, and the block scale one multiply per lane.
 template <int NC>
-__global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
-  const int64_t K = w.ne[0], N = w.ne[1], nb = K / kBlock;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+__device__ __forceinline__ void fp8_row_dot(const uint32_t* row, const float* xr, int64_t K, int nc, float* acc) {
+  const int64_t nb = K / kBlock;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (n >= N) return;  // whole warps leave together
-  const uint32_t* row = reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1]);  // 4-byte aligned
-  const int nc = static_cast<int>(M < NC ? M : NC);
-  float acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = 0;
   // Four blocks' loads are issued before their arithmetic: more bytes in flight per warp.
   constexpr int kAhead = 4;
   for (int64_t b0 = 0; b0 < nb; b0 += kAhead) {
@@ -68,7 +64,43 @@ __global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
       }
     }
   }
+}
+
+template <int NC>
+__global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
+  const int64_t N = w.ne[1];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave together
+  const int nc = static_cast<int>(M < NC ? M : NC);
+  float acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = 0;
+  fp8_row_dot<NC>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1]), xr, w.ne[0], nc, acc);  // 4-byte aligned
   store_column_sums<NC, kGemvWarps>(acc, nc, dst, n);
+}
+
+// MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
+// one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
+__global__ void fp8_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids, TensorArg bias) {
+  const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave together
+  __shared__ float partials[kGemvWarps * 32];
+  float* part = partials + threadIdx.x / 32 * 32;
+  const unsigned lane = threadIdx.x % 32;
+  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
+    const int64_t i = p % n_slots, t = p / n_slots;
+    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
+    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
+    if (e < 0 || e >= E) {  // not a valid expert: no contribution (the part-1 kernel's rule)
+      if (lane == 0) y[n] = 0.0f;
+      continue;
+    }
+    const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
+    float acc = 0;
+    fp8_row_dot<1>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1] + e * w.nb[2]), xr + col * K, K, 1, &acc);
+    acc = warp_sum_columns<1>(&acc, 1, part);
+    if (lane == 0) y[n] = acc + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
+  }
 }
 
 constexpr int kStride = kBlock / 4 + 4;  // words per staged row; the pad spreads a fragment's rows over banks
@@ -129,13 +161,21 @@ __global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, co
 }  // namespace
 
 bool fp8_matmul_applies(const Node& n) {
-  return n.op == Op::MATMUL && n.src[0]->type == DType::FP8_E4M3 && !reference_kernels_only() &&
-         (n.src[1]->n_rows() <= kMaxCols || fp8_mma_available());
+  if (n.src[0]->type != DType::FP8_E4M3 || reference_kernels_only()) return false;
+  return n.op == Op::MATMUL_ID || (n.op == Op::MATMUL && (n.src[1]->n_rows() <= kMaxCols || fp8_mma_available()));
 }
 
 Status run_fp8_matmul(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = x->ne[0], M = x->n_rows(), nb = K / kBlock;
+  if (n.op == Op::MATMUL_ID) {  // a row per (slot, token) pair, with its expert's matrix
+    auto xr = round_x(w, x, s);
+    KS_RETURN_IF_ERROR(xr.status());
+    const int64_t pairs = n.dst->ne[1] * n.dst->ne[2];
+    const dim3 grid(blocks_for(w->ne[1], kGemvWarps), static_cast<unsigned>(std::min<int64_t>(pairs, 64))), block(32 * kGemvWarps);
+    return KS_LAUNCH(fp8_gemv_id_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), x->ne[1], arg(n.src[2]),
+                     arg(n.src[3]));
+  }
   if (M <= kMaxCols) {
     auto xr = round_x(w, x, s);
     KS_RETURN_IF_ERROR(xr.status());
