@@ -175,6 +175,29 @@ __device__ __forceinline__ T warp_sum_columns(const T* acc, int nc, T* part) {
   return s;
 }
 
+// The (slot, token) pairs of a MATMUL_ID for weight row n, blockIdx.y striding over them:
+// dst[n, i, t] = the warp's sum of row_dot(e, col) + bias[n, e], with e = ids[i, t] (or i) and col
+// the X column (i or 0, t); 0 where e is not a valid expert. row_dot(e, col) returns this lane's
+// share of W[:, n, e] . X column col; part is the warp's 32 values of scratch (warp_sum_columns).
+template <class Acc, class RowDot>
+__device__ __forceinline__ void matmul_id_pairs(TensorArg dst, int64_t n_expert, int64_t x_slots, TensorArg ids,
+                                                TensorArg bias, int64_t n, Acc* part, RowDot row_dot) {
+  const int64_t n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const bool lead = threadIdx.x % 32 == 0;
+  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
+    const int64_t i = p % n_slots, t = p / n_slots;
+    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
+    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
+    if (e < 0 || e >= n_expert) {  // not a valid expert: no contribution
+      if (lead) y[n] = 0.0f;
+      continue;
+    }
+    Acc acc = row_dot(e, (x_slots == 1 ? 0 : i) + x_slots * t);
+    acc = warp_sum_columns<1>(&acc, 1, part);
+    if (lead) y[n] = static_cast<float>(acc) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
+  }
+}
+
 // The GEMVs' ending: the warp's per-lane float partials of nc columns summed, and column c's sum
 // stored at dst.f32(c)[n] (kWarpsPerBlock warps in the block, each with its own row n).
 template <int NC, unsigned kWarpsPerBlock>

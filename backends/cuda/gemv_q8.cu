@@ -102,31 +102,20 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t
 // one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
 template <DType T>
 __global__ void gemv_id_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t x_slots, TensorArg ids, TensorArg bias) {
-  const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], nb = K / 32, n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (n >= N) return;  // the whole warp: no block barriers here
   __shared__ double partials[kWarps * 32];
-  double* part = partials + threadIdx.x / 32 * 32;
-  const unsigned lane = threadIdx.x % 32;
-  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
-    const int64_t i = p % n_slots, t = p / n_slots;
-    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
-    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
-    if (e < 0 || e >= E) {  // not a valid expert: no contribution (the part-1 kernel's rule)
-      if (lane == 0) y[n] = 0.0f;
-      continue;
-    }
+  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
     const uint8_t* row = w.data + n * w.nb[1] + e * w.nb[2];
-    const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
     double acc = 0;
-    for (int64_t c = lane; c < nb; c += 32) {
+    for (int64_t c = threadIdx.x % 32; c < nb; c += 32) {
       ChunkCodes k;
       chunk_codes<T>(row, c, k);
       acc += chunk_dot(k, x, col, c, K);
     }
-    acc = warp_sum_columns<1>(&acc, 1, part);
-    if (lane == 0) y[n] = static_cast<float>(acc) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
-  }
+    return acc;
+  });
 }
 
 }  // namespace

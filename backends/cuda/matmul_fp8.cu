@@ -81,26 +81,15 @@ __global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
 // MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
 // one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
 __global__ void fp8_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids, TensorArg bias) {
-  const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_slots = dst.ne[1], n_tokens = dst.ne[2];
+  const int64_t K = w.ne[0], N = w.ne[1];
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (n >= N) return;  // whole warps leave together
   __shared__ float partials[kGemvWarps * 32];
-  float* part = partials + threadIdx.x / 32 * 32;
-  const unsigned lane = threadIdx.x % 32;
-  for (int64_t p = blockIdx.y; p < n_slots * n_tokens; p += gridDim.y) {
-    const int64_t i = p % n_slots, t = p / n_slots;
-    const int32_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : static_cast<int32_t>(i);
-    float* y = reinterpret_cast<float*>(dst.row(i, t, 0));
-    if (e < 0 || e >= E) {  // not a valid expert: no contribution (the part-1 kernel's rule)
-      if (lane == 0) y[n] = 0.0f;
-      continue;
-    }
-    const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
+  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
     float acc = 0;
     fp8_row_dot<1>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1] + e * w.nb[2]), xr + col * K, K, 1, &acc);
-    acc = warp_sum_columns<1>(&acc, 1, part);
-    if (lane == 0) y[n] = acc + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f);
-  }
+    return acc;
+  });
 }
 
 constexpr int kStride = kBlock / 4 + 4;  // words per staged row; the pad spreads a fragment's rows over banks
