@@ -2,8 +2,9 @@
 // row is read once per kv head for its whole query group (GQA), and the cache is split into
 // kSplit-cell pieces so that one token still fills the GPU. Four launches:
 //   1. scores: a block per (split, kv head, token), the group's queries in shared memory, a
-//      thread per cell reading its K row once for all of them (double dots, as the reference);
-//      masked cells score -inf. Scores go to scratch, [token][head][cell].
+//      warp per cell reading its K row once for all of them (double dots, as the reference,
+//      summed across the lanes); masked cells score -inf. Scores go to scratch,
+//      [token][head][cell].
 //   2. stats: a block per (head, token): the max over its scores and the sink, then the sum of
 //      exp(s - max) in double.
 //   3. pv: a block per (split, kv head, token): the split's probabilities of every head of the
@@ -40,24 +41,33 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
     qs[i] = a.f16_k ? round_half(v) : v;
   }
   __syncthreads();
-  const int32_t end = nc < static_cast<int32_t>((blockIdx.x + 1) * kSplit) ? nc : static_cast<int32_t>((blockIdx.x + 1) * kSplit);
-  for (int32_t i = static_cast<int32_t>(blockIdx.x * kSplit + threadIdx.x); i < end; i += blockDim.x) {
+  // A warp per cell: the lanes read its K row together (coalesced), each dotting its share of
+  // the dimensions with every query of the group in double, then the warp sums the shares.
+  const int lane = static_cast<int>(threadIdx.x % 32), n_warps = static_cast<int>(blockDim.x / 32);
+  const int32_t begin = static_cast<int32_t>(blockIdx.x * kSplit);
+  const int32_t end = nc < begin + kSplit ? nc : begin + kSplit;
+  for (int32_t i = begin + static_cast<int32_t>(threadIdx.x / 32); i < end; i += n_warps) {
     const int32_t c = b.cell(t, i);
     float* out = scores + (t * a.n_head + h0) * a.max_cells + i;
-    if (!b.visible(t, c, a.window)) {
-      for (int64_t g = 0; g < a.group; ++g) out[g * a.max_cells] = -INFINITY;
+    if (!b.visible(t, c, a.window)) {  // the same answer in every lane
+      if (lane < a.group) out[lane * a.max_cells] = -INFINITY;
       continue;
     }
     double dot[kMaxGroup];
     for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0;
-    for (int64_t d = 0; d < a.hd_k; ++d) {
+    for (int64_t d = lane; d < a.hd_k; d += 32) {
       const double k = cache_at(kc, c, kvh * a.hd_k + d, a.f16_k);
       for (int g = 0; g < kMaxGroup; ++g)
         if (g < a.group) dot[g] += static_cast<double>(qs[g * a.hd_k + d]) * k;
     }
-    for (int64_t g = 0; g < a.group; ++g) {
-      const float sd = static_cast<float>(dot[g]);
-      out[g * a.max_cells] = a.softcap > 0 ? a.softcap * tanhf(sd * a.scale / a.softcap) : sd * a.scale;
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= a.group) break;
+      double v = dot[g];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == g) {
+        const float sd = static_cast<float>(v);
+        out[g * a.max_cells] = a.softcap > 0 ? a.softcap * tanhf(sd * a.scale / a.softcap) : sd * a.scale;
+      }
     }
   }
 }
@@ -104,16 +114,26 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
     ps[j] = p;
   }
   __syncthreads();
+  // A thread per output dimension, the cells in order (the reference's float sums); kAhead V
+  // values loaded before they are used, so that loads overlap.
+  constexpr int kAhead = 8;
   for (int64_t d = threadIdx.x; d < a.hd_v; d += blockDim.x) {
     float acc[kMaxGroup];
     for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      bool any = false;
-      for (int g = 0; g < kMaxGroup; ++g) any |= g < a.group && ps[g * kSplit + i] != 0.0f;
-      if (!any) continue;
-      const float v = cache_at(vc, b.cell(t, i0 + i), kvh * a.hd_v + d, a.f16_v);
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < a.group) acc[g] += ps[g * kSplit + i] * v;
+    for (int32_t i = 0; i < n; i += kAhead) {
+      float v[kAhead];
+      bool use[kAhead];
+      for (int u = 0; u < kAhead; ++u) {
+        use[u] = false;
+        if (i + u < n)
+          for (int g = 0; g < kMaxGroup; ++g) use[u] |= g < a.group && ps[g * kSplit + i + u] != 0.0f;
+        v[u] = use[u] ? cache_at(vc, b.cell(t, i0 + i + u), kvh * a.hd_v + d, a.f16_v) : 0.0f;
+      }
+      for (int u = 0; u < kAhead; ++u) {
+        if (!use[u]) continue;
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < a.group) acc[g] += ps[g * kSplit + i + u] * v[u];
+      }
     }
     for (int64_t g = 0; g < a.group; ++g)
       partial[((blockIdx.x * gridDim.z + t) * a.n_head + h0 + g) * a.hd_v + d] = acc[g];

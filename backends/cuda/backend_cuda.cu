@@ -48,6 +48,7 @@ bool all_f32(const Node& n) {
 
 Expected<void*> Stream::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
+  forget_x();
   if (scratch_) {  // queued kernels may still read the old buffer
     KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
     cudaFree(scratch_);
@@ -58,6 +59,22 @@ Expected<void*> Stream::scratch(size_t bytes) {
   KS_RETURN_IF_ERROR(check(cudaMalloc(&scratch_, want), ("allocating " + std::to_string(want) + " bytes of scratch").c_str()));
   scratch_bytes_ = want;
   return scratch_;
+}
+
+// The bytes from t's first to one past its last element (a bound for strided views).
+static std::pair<uintptr_t, uintptr_t> extent(const void* data, const int64_t* ne, const int64_t* nb, size_t elem) {
+  uintptr_t end = reinterpret_cast<uintptr_t>(data) + static_cast<uintptr_t>(ne[0]) * elem;
+  for (int i = 1; i < 4; ++i) end += static_cast<uintptr_t>(std::max<int64_t>(ne[i] - 1, 0) * nb[i]);
+  return {reinterpret_cast<uintptr_t>(data), end};
+}
+
+void Stream::forget_x_if_written(const Tensor* t) {
+  if (!x_key.data || !t) return;
+  const auto [a0, a1] = extent(x_key.data, x_key.ne, x_key.nb, 4);
+  int64_t nb[4];
+  for (int i = 0; i < 4; ++i) nb[i] = static_cast<int64_t>(t->nb[i]);
+  const auto [b0, b1] = extent(t->data, t->ne, nb, std::max<size_t>(dtype_info(t->type).type_size, 4));
+  if (a0 < b1 && b0 < a1) forget_x();
 }
 
 Stream::~Stream() {
@@ -79,6 +96,7 @@ class CudaExecutor final : public Executor {
   Device& device() override { return device_; }
 
   Status run(Graph& g, size_t begin, size_t end) override {
+    stream_.forget_x();  // the host or another backend may have written anything since
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
       Status st = run_node(n);
@@ -97,6 +115,7 @@ class CudaExecutor final : public Executor {
 
  private:
   Status run_node(const Node& n) {
+    if (n.op != Op::MATMUL && n.op != Op::MATMUL_ID) stream_.forget_x();
     switch (n.op) {
       case Op::GET_ROWS: return run_get_rows(n, stream_);
       case Op::RMS_NORM: return run_rms_norm(n, stream_);

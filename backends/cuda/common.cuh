@@ -199,13 +199,13 @@ __device__ __forceinline__ void matmul_id_pairs(TensorArg dst, int64_t n_expert,
 }
 
 // The GEMVs' ending: the warp's per-lane float partials of nc columns summed, and column c's sum
-// stored at dst.f32(c)[n] (kWarpsPerBlock warps in the block, each with its own row n).
+// stored at dst.f32(c0 + c)[n] (kWarpsPerBlock warps in the block, each with its own row n).
 template <int NC, unsigned kWarpsPerBlock>
-__device__ __forceinline__ void store_column_sums(const float* acc, int nc, TensorArg dst, int64_t n) {
+__device__ __forceinline__ void store_column_sums(const float* acc, int nc, TensorArg dst, int64_t n, int64_t c0 = 0) {
   __shared__ float partials[kWarpsPerBlock * 32 * NC];
   const float total = warp_sum_columns<NC>(acc, nc, partials + threadIdx.x / 32 * 32 * NC);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (lane < nc) dst.f32(lane)[n] = total;
+  if (lane < nc) dst.f32(c0 + lane)[n] = total;
 }
 
 // The tile of the tensor-core GEMMs (mmq.cu, matmul_fp8.cu, matmul_f16.cu): a block of kMmaWarps

@@ -1,12 +1,14 @@
 // Decode-shaped MATMUL (at most kMaxCols columns) and MATMUL_ID of the integer-code weight types
-// (int_codes.cuh): X quantized once (quantize_x), then one warp per weight row, each lane whole
-// 32-value chunks, whose codes are dotted four at a time with __dp4a; each half's
+// (int_codes.cuh): X quantized once (quantize_x; consecutive matmuls of one X, such as q, k and
+// v, share it), then one warp per weight row, each lane whole 32-value chunks, whose codes are
+// dotted four at a time with __dp4a; each half's
 // dx * (d * isum + m * sum(qx)) accumulates in double. MATMUL_ID runs a row per (slot, token)
 // pair with its expert's matrix (grouping tokens by expert, for batches, is still to come). The
 // part-1 kernel (matmul.cu) stays the path for the other types, and for everything with
 // KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/int_codes.cuh"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kestrel::cuda {
@@ -144,12 +146,22 @@ Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s) {
   // Scratch: codes, scales, half sums (each part 256-byte aligned).
   const auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t q_bytes = round_up(static_cast<size_t>(K * M)), d_bytes = round_up(static_cast<size_t>(nb * M) * 4);
-  auto mem = s.scratch(q_bytes + 3 * d_bytes);
+  const size_t bytes = q_bytes + 3 * d_bytes;
+  auto mem = s.scratch(bytes);
   KS_RETURN_IF_ERROR(mem.status());
   uint8_t* base = static_cast<uint8_t*>(mem.value());
   int8_t* xq = reinterpret_cast<int8_t*>(base);
   float* xd = reinterpret_cast<float*>(base + q_bytes);
   int32_t* xs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  // The scratch may already hold this X so quantized (the previous matmul's).
+  Stream::QuantizedXKey key;
+  key.data = x->data, key.vdt = vdt, key.bytes = bytes;
+  for (int i = 0; i < 4; ++i) key.ne[i] = x->ne[i], key.nb[i] = static_cast<int64_t>(x->nb[i]);
+  const Stream::QuantizedXKey& h = s.x_key;
+  if (h.data == key.data && h.vdt == vdt && h.bytes == bytes && std::equal(h.ne, h.ne + 4, key.ne) &&
+      std::equal(h.nb, h.nb + 4, key.nb))
+    return QuantizedX{xq, xd, xs};
+  s.forget_x();
   if (vdt == DType::Q8_K) {
     if (K % 256 != 0) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: Q8_K activations of a row of " + std::to_string(K));
     KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_K_kernel, dim3(grid_stride_blocks(K / 256 * M, 128)), dim3(128), 0, s.stream,
@@ -158,6 +170,7 @@ Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s) {
     KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(nb * M, 128)), dim3(128), 0, s.stream,
                                  arg(x), xq, xd, xs));
   }
+  s.x_key = key;
   return QuantizedX{xq, xd, xs};
 }
 

@@ -14,6 +14,21 @@ class Stream {
   Expected<void*> scratch(size_t bytes);
   ~Stream();
 
+  // Which X the scratch holds quantized (quantize_x, gemv_q8.cu), so that consecutive matmuls of
+  // one X (q, k and v; gate and up) quantize it once. Forgotten by anything that may write the
+  // scratch or that X: another op, another matmul path, a matmul whose output overlaps it, a new
+  // run of the graph.
+  struct QuantizedXKey {
+    const void* data = nullptr;
+    int64_t ne[4] = {0, 0, 0, 0}, nb[4] = {0, 0, 0, 0};
+    DType vdt = DType::F32;
+    size_t bytes = 0;  // scratch bytes it occupies
+  };
+  QuantizedXKey x_key;
+  void forget_x() { x_key = {}; }
+  // Forgets X if t's memory may overlap it.
+  void forget_x_if_written(const Tensor* t);
+
  private:
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
@@ -38,6 +53,11 @@ bool top_k_supported(const Node& n);
 // The integer-dot GEMV (gemv_q8.cu): MATMUL of at most kMaxCols columns, and MATMUL_ID, for the
 // weight types whose blocks are integer codes (int_codes.cuh).
 inline constexpr int kMaxCols = 8;
+// Batches of up to this many columns of F16, BF16 and FP8 weights take their decode kernels (in
+// groups of kMaxCols columns) rather than the tensor cores, whose sums are not the decode
+// kernels' float sums: a speculative verification of up to 64 drafted tokens, or a batch of up
+// to 65 sequences, then computes every token exactly as a lone decode step does.
+inline constexpr int kDecodeBatchCols = 65;
 bool gemv_q8_applies(const Node& n);
 Status run_gemv_q8(const Node& n, Stream& s);
 // Their batched MATMUL (more than kMaxCols columns) on int8 tensor cores (mmq.cu).

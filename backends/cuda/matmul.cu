@@ -162,9 +162,12 @@ bool weight_type_supported(DType t) {
   return known;
 }
 
-Status run_matmul(const Node& n, Stream& s) {
+namespace {
+
+Status run_matmul_kernels(const Node& n, Stream& s) {
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
+  s.forget_x();  // the paths below use the scratch for something else
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
   if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];
@@ -189,6 +192,14 @@ Status run_matmul(const Node& n, Stream& s) {
                      0, s.stream, arg(n.dst), arg(w), xr.value(), x->ne[1], arg(n.src[2]), arg(n.src[3]));
     });
   }
+  return st;
+}
+
+}  // namespace
+
+Status run_matmul(const Node& n, Stream& s) {
+  Status st = run_matmul_kernels(n, s);
+  s.forget_x_if_written(n.dst);
   return st;
 }
 

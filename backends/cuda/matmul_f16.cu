@@ -1,11 +1,13 @@
 // MATMUL of F16 and BF16 weights. X is first rounded to the weight's type (round_x: what
 // llama.cpp's matmul sees), then
-//  - decode (at most kMaxCols columns, rows of a multiple of 8): one warp per weight row, each lane
-//    loading 8 values (16 bytes) per step, so a warp reads 512 contiguous bytes at once, two steps
-//    in flight; float dots with the columns' values (16-byte loads), reduced across the warp;
-//  - batches: tensor cores, mma.sync m16n8k16 with f16 or bf16 operands and f32 accumulation. A
-//    block of kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), kStep
-//    values of K per shared-memory stage (two mma per tile), any K (a stage's tail is zero-padded).
+//  - decode (at most kDecodeBatchCols columns, in groups of kMaxCols; rows of a multiple of 8):
+//    one warp per weight row, each lane loading 8 values (16 bytes) per step, so a warp reads 512
+//    contiguous bytes at once, two steps in flight; float dots with the columns' values (16-byte
+//    loads), reduced across the warp;
+//  - larger batches: tensor cores, mma.sync m16n8k16 with f16 or bf16 operands and f32
+//    accumulation. A block of kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens
+//    (common.cuh), kStep values of K per shared-memory stage (two mma per tile), any K (a
+//    stage's tail is zero-padded).
 // Products of two 16-bit values are exact in f32, so both agree with the reference's double sums
 // to float rounding. The part-1 kernel (matmul.cu) stays the path for MATMUL_ID, for the decode
 // of rows that 8 does not divide, and with KESTREL_CUDA_KERNELS=reference.
@@ -36,7 +38,9 @@ __global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (n >= N) return;  // whole warps leave together
   const uint8_t* row = w.data + n * w.nb[1];  // 16-byte aligned: K % 8 == 0
-  const int nc = static_cast<int>(M < NC ? M : NC);
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
+  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
+  xr += c0 * K;
   float acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = 0;
   for (int64_t k0 = 8 * lane; k0 < K; k0 += 256 * kAhead) {
@@ -59,7 +63,7 @@ __global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
       }
     }
   }
-  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n);
+  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n, c0);
 }
 
 constexpr int kStep = 32;               // values of K per stage: two mma k16
@@ -118,7 +122,7 @@ __global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int6
 bool f16_matmul_applies(const Node& n) {
   const DType t = n.src[0]->type;
   if (n.op != Op::MATMUL || (t != DType::F16 && t != DType::BF16) || reference_kernels_only()) return false;
-  return n.src[1]->n_rows() > kMaxCols || n.src[0]->ne[0] % 8 == 0;
+  return n.src[1]->n_rows() > kDecodeBatchCols || n.src[0]->ne[0] % 8 == 0;
 }
 
 Status run_f16_matmul(const Node& n, Stream& s) {
@@ -127,8 +131,8 @@ Status run_f16_matmul(const Node& n, Stream& s) {
   auto xr = round_x(w, x, s);
   KS_RETURN_IF_ERROR(xr.status());
   auto go = [&]<DType T>() -> Status {
-    if (M <= kMaxCols) {
-      const dim3 grid(blocks_for(w->ne[1], kGemvWarps)), block(32 * kGemvWarps);
+    if (M <= kDecodeBatchCols) {
+      const dim3 grid(blocks_for(w->ne[1], kGemvWarps), blocks_for(M, kMaxCols)), block(32 * kGemvWarps);
       if (M == 1) return launch("f16_gemv_kernel", f16_gemv_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
       return launch("f16_gemv_kernel", f16_gemv_kernel<T, kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
     }

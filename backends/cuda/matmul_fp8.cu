@@ -1,12 +1,12 @@
 // MATMUL of FP8 (E4M3) weights, W8A8 (docs/LOW_PRECISION.md): X is rounded to FP8 blocks of 128
 // (one float scale each) as the reference rounds it, then
-//  - decode (at most kMaxCols columns): one warp per weight row, the lanes reading a block's 32
-//    code words side by side (128 coalesced bytes per load). Each lane converts its four codes
-//    (e4m3x4_to_float: about 3 integer operations and a multiply each) and dots them with the
-//    columns' rounded values, read as floats (16-byte loads); one multiply by the block's scale per
-//    lane, float sums reduced across the warp;
-//  - batches: FP8 tensor cores, mma.sync m16n8k32 e4m3 (sm_89 and newer). A block of kMmaWarps
-//    warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), one 128-value block of K
+//  - decode (at most kDecodeBatchCols columns, in groups of kMaxCols): one warp per weight row,
+//    the lanes reading a block's 32 code words side by side (128 coalesced bytes per load). Each
+//    lane converts its four codes (e4m3x4_to_float: about 3 integer operations and a multiply
+//    each) and dots them with the columns' rounded values, read as floats (16-byte loads); one
+//    multiply by the block's scale per lane, float sums reduced across the warp;
+//  - larger batches: FP8 tensor cores, mma.sync m16n8k32 e4m3 (sm_89 and newer). A block of
+//    kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), one 128-value block of K
 //    per shared-memory stage: four mma chained over the block's 128 values, then promoted to float
 //    registers with the block's two scales (DeepSeek-V3's promotion interval: Hopper's FP8 MMA
 //    accumulates with fewer bits than f32, so longer chains lose precision);
@@ -71,11 +71,12 @@ __global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
   const int64_t N = w.ne[1];
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (n >= N) return;  // whole warps leave together
-  const int nc = static_cast<int>(M < NC ? M : NC);
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
+  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
   float acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = 0;
-  fp8_row_dot<NC>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1]), xr, w.ne[0], nc, acc);  // 4-byte aligned
-  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n);
+  fp8_row_dot<NC>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1]), xr + c0 * w.ne[0], w.ne[0], nc, acc);  // 4-byte aligned
+  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n, c0);
 }
 
 // MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
@@ -151,7 +152,7 @@ __global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, co
 
 bool fp8_matmul_applies(const Node& n) {
   if (n.src[0]->type != DType::FP8_E4M3 || reference_kernels_only()) return false;
-  return n.op == Op::MATMUL_ID || (n.op == Op::MATMUL && (n.src[1]->n_rows() <= kMaxCols || fp8_mma_available()));
+  return n.op == Op::MATMUL_ID || (n.op == Op::MATMUL && (n.src[1]->n_rows() <= kDecodeBatchCols || fp8_mma_available()));
 }
 
 Status run_fp8_matmul(const Node& n, Stream& s) {
@@ -165,10 +166,10 @@ Status run_fp8_matmul(const Node& n, Stream& s) {
     return KS_LAUNCH(fp8_gemv_id_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), x->ne[1], arg(n.src[2]),
                      arg(n.src[3]));
   }
-  if (M <= kMaxCols) {
+  if (M <= kDecodeBatchCols) {
     auto xr = round_x(w, x, s);
     KS_RETURN_IF_ERROR(xr.status());
-    const dim3 grid(blocks_for(w->ne[1], kGemvWarps)), block(32 * kGemvWarps);
+    const dim3 grid(blocks_for(w->ne[1], kGemvWarps), blocks_for(M, kMaxCols)), block(32 * kGemvWarps);
     if (M == 1) return launch("fp8_gemv_kernel", fp8_gemv_kernel<1>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
     return launch("fp8_gemv_kernel", fp8_gemv_kernel<kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
   }

@@ -1,6 +1,5 @@
-// RMS_NORM and SOFTMAX (a block per row, block-wide reductions) and ROPE (a thread per head row:
-// the angle advances by repeated multiplication, as the reference and GGML's rope cache do, so
-// it is computed serially along the row).
+// RMS_NORM and SOFTMAX (a block per row, block-wide reductions) and ROPE (a thread per rotated
+// pair).
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
@@ -52,33 +51,42 @@ struct RopeArgs {
   float theta_scale, corr0, corr1;
 };
 
+// A thread per (row, rotated pair), or per copied tail value. Pair j's angle is the position times
+// theta_scale^j reached by j repeated float multiplications, as the reference's serial loop
+// reaches it (bit for bit); each thread repeats those few multiplications instead of waiting on
+// a neighbour.
 __global__ void rope_kernel(TensorArg dst, TensorArg src, const int32_t* pos, const float* freq_factors, RopeArgs p) {
   const int64_t head_dim = src.ne[0], n_head = src.ne[1], rows = src.rows();
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t half = p.n_rot / 2, per_row = half + (head_dim - p.n_rot);
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows * per_row;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = idx / per_row, j = idx % per_row;
     const float* x = src.f32(r);
     float* y = dst.f32(r);
-    float theta_base = static_cast<float>(pos[r / n_head]);
-    for (int64_t i0 = 0; i0 < p.n_rot; i0 += 2) {
-      const float f = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-      const float theta_extrap = theta_base / f;
-      const float theta_interp = p.freq_scale * theta_extrap;
-      float theta = theta_interp, mscale = p.attn_factor;
-      if (p.ext_factor != 0.0f) {
-        const float v = (static_cast<float>(i0 / 2) - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
-        const float ramp = (1 - fminf(1.0f, fmaxf(0.0f, v))) * p.ext_factor;
-        theta = theta_interp * (1 - ramp) + theta_extrap * ramp;
-        mscale *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
-      }
-      const float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
-      const int64_t a = p.mode == ROPE_NEOX ? i0 / 2 : i0;
-      const int64_t b = p.mode == ROPE_NEOX ? i0 / 2 + p.n_rot / 2 : i0 + 1;
-      const float x0 = x[a], x1 = x[b];
-      y[a] = x0 * c - x1 * s;
-      y[b] = x0 * s + x1 * c;
-      theta_base *= p.theta_scale;
+    if (j >= half) {  // past the rotated dimensions: a copy
+      const int64_t i = p.n_rot + (j - half);
+      y[i] = x[i];
+      continue;
     }
-    for (int64_t i = p.n_rot; i < head_dim; ++i) y[i] = x[i];
+    float theta_base = static_cast<float>(pos[r / n_head]);
+    for (int64_t k = 0; k < j; ++k) theta_base *= p.theta_scale;
+    const int64_t i0 = 2 * j;
+    const float f = freq_factors ? freq_factors[j] : 1.0f;
+    const float theta_extrap = theta_base / f;
+    const float theta_interp = p.freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float v = (static_cast<float>(j) - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
+      const float ramp = (1 - fminf(1.0f, fmaxf(0.0f, v))) * p.ext_factor;
+      theta = theta_interp * (1 - ramp) + theta_extrap * ramp;
+      mscale *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
+    }
+    const float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+    const int64_t a = p.mode == ROPE_NEOX ? j : i0;
+    const int64_t b = p.mode == ROPE_NEOX ? j + half : i0 + 1;
+    const float x0 = x[a], x1 = x[b];
+    y[a] = x0 * c - x1 * s;
+    y[b] = x0 * s + x1 * c;
   }
 }
 
@@ -116,8 +124,8 @@ Status run_rope(const Node& n, Stream& s) {
     p.corr0 = std::max(0.0f, std::floor(corr_dim(rp.beta_fast)));
     p.corr1 = std::min(static_cast<float>(rp.n_rot - 1), std::ceil(corr_dim(rp.beta_slow)));
   }
-  const int64_t rows = n.src[0]->n_rows();
-  return KS_LAUNCH(rope_kernel, dim3(blocks_for(rows, 64)), dim3(64), 0, s.stream, arg(n.dst), arg(n.src[0]),
+  const int64_t items = n.src[0]->n_rows() * (rp.n_rot / 2 + (n.src[0]->ne[0] - rp.n_rot));
+  return KS_LAUNCH(rope_kernel, dim3(grid_stride_blocks(items, 128)), dim3(128), 0, s.stream, arg(n.dst), arg(n.src[0]),
                    static_cast<const int32_t*>(n.src[1]->data),
                    n.src[2] ? static_cast<const float*>(n.src[2]->data) : static_cast<const float*>(nullptr), p);
 }

@@ -95,14 +95,19 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
         mean /= want.size();
         for (float v : want) var += (v - mean) * (v - mean);
         CHECK(var / want.size() > 1e-3);
+        std::string errors;  // logged for every configuration: how close each backend came
         for (const std::string& backend : compiled_backends()) {
           if (backend == "ref" || !create_device(backend).ok()) continue;  // the oracle; no device here
           for (int threads = 1; threads <= (backend == "cpu" ? 4 : 1); ++threads) {
             const double e = nmse(run_model(bytes, backend, threads), want);
             CHECK_MESSAGE(e < 1e-6, std::string(tiny.name) << " " << std::string(dtype_name(type)) << " " << backend << " x" << threads
                                               << ": NMSE " << e);
+            char buf[64];
+            std::snprintf(buf, sizeof buf, " %s %.3g", backend.c_str(), e);
+            if (threads == 1) errors += buf;
           }
         }
+        MESSAGE(std::string(tiny.name) << " " << std::string(dtype_name(type)) << ": NMSE vs ref:" << errors);
         ++configs;
       }
     }

@@ -1,9 +1,9 @@
-// Batch invariance of the quantized MATMUL: the fused decode kernels (small batches), the tiled
-// GEMM (larger ones) and the scalar tail rows all follow qgemm.h's arithmetic to the bit, so a
-// column's result never depends on how many columns share the call, on the thread count, or on
-// whether its row falls in a group of 8 or in the tail. Checked against the scalar
-// qgemm_dot_canonical on random data, with bit-exact comparisons; on CPUs with AVX-512 VNNI both
-// kernel sets (AVX2 and AVX-512) are checked.
+// Batch invariance of the quantized MATMUL (and, last, of CUDA's float-type MATMUL): the fused
+// decode kernels (small batches), the tiled GEMM (larger ones) and the scalar tail rows all
+// follow qgemm.h's arithmetic to the bit, so a column's result never depends on how many columns
+// share the call, on the thread count, or on whether its row falls in a group of 8 or in the
+// tail. Checked against the scalar qgemm_dot_canonical on random data, with bit-exact
+// comparisons; on CPUs with AVX-512 VNNI both kernel sets (AVX2 and AVX-512) are checked.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -125,6 +125,55 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
       Tensor xc = make_tensor(DType::F32, K, 1, 1, 1, x.f32(c));
       const std::vector<float> alone = run_matmul(w, xc, 1, 2);
       CHECK(std::memcmp(alone.data(), batch.data() + c * N, N * sizeof(float)) == 0);
+    }
+  }
+}
+
+// CUDA (a GPU, or the emulated build): F16, BF16 and FP8 weights take their decode kernels for
+// batches of up to 65 columns (kernels.h, kDecodeBatchCols), because tensor-core sums round
+// differently from the decode kernels' float sums (and differently on a GPU than on the
+// emulator). A column's bits must then not depend on the batch: alone, in 9, in 40 and in 65.
+// Larger batches take the tensor cores and are only within tolerance (test_ops.cpp).
+TEST_CASE("CUDA MATMUL: F16, BF16 and FP8 give a column the same bits alone and in batches up to 65") {
+  auto cuda = try_backend("cuda");
+  if (!cuda) {
+    MESSAGE("no cuda device: skipped");
+    return;
+  }
+  std::mt19937 rng(34);
+  const auto run = [&](const Tensor& w, const float* x, int64_t m) {
+    const int64_t K = w.ne[0], N = w.ne[1];
+    Case c;
+    Tensor* xs = c.g.external(make_tensor(DType::F32, K, m, 1, 1, const_cast<float*>(x)));
+    Tensor* dst = output(c, N, m);
+    c.g.add(Op::MATMUL, dst, c.g.external(w), xs);
+    run_on_device(*cuda, c.g);
+    return std::vector<float>(dst->f32(0), dst->f32(0) + N * m);
+  };
+  for (DType type : {DType::F16, DType::BF16, DType::FP8_E4M3}) {
+    // K = 260 (a multiple of 4 but not of 8) keeps F16 and BF16 on the part-1 kernel at every
+    // batch size up to 65; 384 takes their GEMV.
+    for (int64_t K : type == DType::FP8_E4M3 ? std::vector<int64_t>{384} : std::vector<int64_t>{384, 260}) {
+      const std::string type_name = dtype_name(type);
+      CAPTURE(type_name);
+      CAPTURE(K);
+      const int64_t N = 37, M = 65;
+      Buffers buf;
+      Tensor w = buf.tensor(type, K, N);
+      fill_random_weights(w, rng);
+      Tensor x = buf.tensor(DType::F32, K, M);
+      fill_random(x, rng);
+      const std::vector<float> all = run(w, x.f32(0), M);
+      for (int64_t m : {int64_t{1}, int64_t{9}, int64_t{40}}) {
+        for (int64_t c0 : {int64_t{0}, M - m}) {
+          CAPTURE(m);
+          CAPTURE(c0);
+          const std::vector<float> part = run(w, x.f32(c0), m);
+          int bad = 0;
+          for (int64_t i = 0; i < N * m; ++i) bad += !same_bits(part[i], all[c0 * N + i]);
+          CHECK_MESSAGE(bad == 0, bad << " of " << N * m << " results differ from the 65-column batch's");
+        }
+      }
     }
   }
 }
