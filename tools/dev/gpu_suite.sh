@@ -3,13 +3,17 @@
 #   1. build     build-gpu: Release, KESTREL_CUDA=ON, KESTREL_CUDA_ARCHS = this GPU's only (nvidia-smi)
 #   2. ctest     ctest -L cuda (unit, ops, models, speculative on the real device)
 #   3. memcheck  compute-sanitizer --tool memcheck on tests/test_ops (one test case per kernel family)
-#   4. synth     Llama-3.1-8B-shaped random models, one per type (reused when present)
-#   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each, and tg again with
-#                KESTREL_CUDA_KERNELS=reference (the part-1 kernels); a markdown table last
+#   4. synth     Llama-3.1-8B-shaped random models, one per type (reused when present), made in
+#                the background from the start, while the tests run
+#   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each (as soon as it exists), and tg
+#                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels); a markdown table last
+#   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
 # Every step runs even when one before it failed (those needing the build are skipped without
 # one); each one's status is printed, and the exit status is 1 when any failed.
 #
 #   tools/dev/gpu_suite.sh                      run it
+#   tools/dev/gpu_suite.sh --prebuilt .dev/gpu  run it on binaries built elsewhere and packed by
+#                                               tools/dev/gpu_pack.sh (no build step; its test data)
 #   GPU_SUITE_DRY=1 tools/dev/gpu_suite.sh      print the commands instead of running them
 #   tools/dev/gpu_suite.sh --fetch-deps [DIR]   (on a machine with apt) unpack the build's
 #                                               libraries into DIR (build-gpu-deps) for a GPU
@@ -17,7 +21,7 @@
 # Environment (defaults in brackets):
 #   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
 #   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
-#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 6 files
+#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 7 files
 #   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (~42 GB; never under $OUT)
 #   GPU_SUITE_TYPES ["q4_0 q8_0 q4_K fp8_e4m3 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
 #   GPU_SUITE_PP [512] GPU_SUITE_TG [128] GPU_SUITE_REPS [3]
@@ -40,6 +44,11 @@ if [[ ${1:-} == --fetch-deps ]]; then
     "else GPU_SUITE_DEPS=$dir)"
   exit 0
 fi
+PREBUILT=
+if [[ ${1:-} == --prebuilt && $# -eq 2 ]]; then
+  PREBUILT=$(cd "$2" && pwd)
+  shift 2
+fi
 if [[ $# -gt 0 ]]; then
   sed -n '2,/^# shellcheck/p' "$0" | sed '$d; s/^# \{0,1\}//'
   [[ $1 == -h || $1 == --help ]] && exit 0
@@ -49,6 +58,16 @@ fi
 DRY=${GPU_SUITE_DRY:-0}
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 [[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
+# --prebuilt: the packed build goes back to the path it was built at (its CTest files name it).
+if [[ -n $PREBUILT ]]; then
+  [[ -f $PREBUILT/build.tar.xz && -f $PREBUILT/build_path ]] || { echo "no gpu_pack.sh output in $PREBUILT" >&2; exit 2; }
+  BUILD=$(cat "$PREBUILT/build_path")
+  mkdir -p "$BUILD" "$BUILD/packed-testdata"
+  tar xJf "$PREBUILT/build.tar.xz" -C "$BUILD"
+  [[ ! -f $PREBUILT/testdata.tar.xz ]] || tar xJf "$PREBUILT/testdata.tar.xz" -C "$BUILD/packed-testdata"
+  KESTREL_TESTDATA=${KESTREL_TESTDATA:-$BUILD/packed-testdata/testdata}
+  GPU_SUITE_SKIP="build ${GPU_SUITE_SKIP:-}"
+fi
 LOGS=${OUT:+$OUT/gpu_suite_logs}
 LOGS=${LOGS:-$BUILD/gpu_suite_logs}
 MODELS=${GPU_SUITE_MODELS:-/tmp/gpu_suite}
@@ -187,8 +206,13 @@ do_memcheck() {
     "$BUILD/tests/test_ops" "${filter[@]}"
 }
 
-# ---- 4. synth ------------------------------------------------------------------------------
+# ---- 4. synth (in the background from the start; the bench waits for each model) ------------
 model_path() { echo "$MODELS/$PRESET-$1.gguf"; }
+SYNTH_PID=
+# wait_model TYPE: until its model exists or the background synth has ended.
+wait_model() {
+  while [[ ! -s $(model_path "$1") && -n $SYNTH_PID ]] && kill -0 "$SYNTH_PID" 2>/dev/null; do sleep 2; done
+}
 do_synth() {
   run mkdir -p "$MODELS" || return
   run "$KESTREL" synth --list || return
@@ -216,6 +240,7 @@ do_bench() {
   for t in "${TYPES[@]}"; do
     m=$(model_path "$t")
     echo "--- $m"
+    [[ $DRY == 1 ]] || wait_model "$t"
     if [[ $DRY != 1 && ! -s $m ]]; then
       echo "missing (synth failed?)"
       rc=1
@@ -241,6 +266,18 @@ do_bench() {
     fi
   done
   return "$rc"
+}
+
+# ---- 6. perop ------------------------------------------------------------------------------
+do_perop() {
+  local m
+  m=$(model_path "${TYPES[0]}")
+  [[ $DRY == 1 ]] || wait_model "${TYPES[0]}"
+  if [[ $DRY != 1 && ! -s $m ]]; then
+    echo "missing $m (synth failed?)"
+    return 1
+  fi
+  run "$KESTREL" bench -d cuda -m "$m" -p 0 -n 32 -r 1 --per-op
 }
 
 # One row of the table from a bench JSON (nlohmann's dump(2): one key a line, 4 spaces in).
@@ -297,9 +334,25 @@ BUILD_OK=0
 step build build.log do_build
 # A skipped build step uses what $BUILD_DIR already holds.
 if [[ ${STEP_STATUS[0]} == ok* || (${STEP_STATUS[0]} == skipped* && -x $KESTREL) ]]; then BUILD_OK=1; fi
+if [[ $DRY == 1 || $BUILD_OK != 1 || $SKIP == *" synth "* ]]; then
+  step synth synth.log do_synth
+else
+  echo "== synth: started in the background (log: $LOGS/synth.log)"
+  { echo "== synth: $(date -u '+%F %T') UTC"; do_synth; } >>"$LOGS/synth.log" 2>&1 &
+  SYNTH_PID=$!
+  SYNTH_T0=$SECONDS
+fi
 step ctest ctest.log do_ctest
 step memcheck memcheck.log do_memcheck
-step synth synth.log do_synth
 step bench bench.log do_bench
+step perop perop.log do_perop
+if [[ -n $SYNTH_PID ]]; then  # its status, now that the bench has waited for every model
+  rc=0
+  wait "$SYNTH_PID" || rc=$?
+  if [[ $rc == 0 ]]; then status="ok"; else status="FAILED (exit $rc)"; FAILED=1; fi
+  STEP_NAMES+=(synth)
+  STEP_STATUS+=("$status in $((SECONDS - SYNTH_T0)) s (in the background)")
+  echo "== synth: ${STEP_STATUS[-1]}"
+fi
 if [[ $DRY == 1 ]]; then summary; else summary | tee "$LOGS/summary.md"; fi
 exit "$FAILED"
