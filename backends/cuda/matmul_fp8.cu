@@ -6,10 +6,10 @@
 //    each) and dots them with the columns' rounded values, read as floats (16-byte loads); one
 //    multiply by the block's scale per lane, float sums reduced across the warp;
 //  - larger batches: FP8 tensor cores, mma.sync m16n8k32 e4m3 (sm_89 and newer). A block of
-//    kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), one 128-value block of K
-//    per shared-memory stage: four mma chained over the block's 128 values, then promoted to float
-//    registers with the block's two scales (DeepSeek-V3's promotion interval: Hopper's FP8 MMA
-//    accumulates with fewer bits than f32, so longer chains lose precision);
+//    kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens (common.cuh), one 128-value
+//    block of K per shared-memory stage: four mma chained over the block's 128 values, then
+//    promoted to float registers with the block's two scales (DeepSeek-V3's promotion interval:
+//    Hopper's FP8 MMA accumulates with fewer bits than f32, so longer chains lose precision);
 //  - MATMUL_ID (MoE experts): the decode GEMV's row dot, a row per (slot, token) pair with its
 //    expert's matrix.
 // The part-1 kernel (matmul.cu) stays the path with KESTREL_CUDA_KERNELS=reference.
