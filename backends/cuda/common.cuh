@@ -212,6 +212,21 @@ __device__ __forceinline__ void store_column_sums(const float* acc, int nc, Tens
 // warps computes kMmaRows weight rows (16 per warp) x kMmaCols tokens (kMmaTiles mma tiles of 8).
 inline constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaCols = 32, kMmaTiles = kMmaCols / 8;
 
+// The GEMMs' ending: each warp's kMmaTiles m16n8 accumulator fragments (element i of tile j is
+// row 16 warp + g, + 8 for i >= 2, and token 8 j + 2 t, + 1 for odd i; g = lane / 4, t = lane % 4)
+// stored at dst.f32(col0 + token)[row0 + row], inside N rows and M tokens.
+template <class Acc>
+__device__ __forceinline__ void store_mma_tiles(const Acc (&acc)[kMmaTiles][4], TensorArg dst, int64_t row0, int64_t col0,
+                                                int64_t N, int64_t M) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, t = lane % 4;
+  for (int j = 0; j < kMmaTiles; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int64_t n = row0 + warp * 16 + g + (i >= 2 ? 8 : 0), col = col0 + j * 8 + 2 * t + (i & 1);
+      if (n < N && col < M) dst.f32(col)[n] = static_cast<float>(acc[j][i]);
+    }
+}
+
 // Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads
 // then take several items).
 inline unsigned grid_stride_blocks(int64_t n, unsigned threads) {

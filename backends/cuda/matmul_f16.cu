@@ -110,11 +110,7 @@ __global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int6
     }
     __syncthreads();  // the stage is read; the next one may overwrite it
   }
-  for (int j = 0; j < kMmaTiles; ++j)
-    for (int i = 0; i < 4; ++i) {  // C: (row g or g + 8, token 2t or 2t + 1)
-      const int64_t n = row0 + warp * 16 + g + (i >= 2 ? 8 : 0), col = col0 + j * 8 + 2 * t + (i & 1);
-      if (n < N && col < M) dst.f32(col)[n] = acc[j][i];
-    }
+  store_mma_tiles(acc, dst, row0, col0, N, M);
 }
 
 }  // namespace

@@ -99,6 +99,20 @@ TEST_CASE("silu, swiglu: wide argument range") {
   }
 }
 
+namespace {
+
+// A MATMUL case: random weights of `type` [K, N] times a random X of M columns; returns dst.
+Tensor* random_matmul(Case& c, DType type, int64_t K, int64_t N, int64_t M, std::mt19937& rng) {
+  Tensor w = c.buf.tensor(type, K, N);
+  fill_random_weights(w, rng);
+  Tensor* x = input(c, DType::F32, rng, K, M);
+  Tensor* dst = output(c, N, M);
+  c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+  return dst;
+}
+
+}  // namespace
+
 TEST_CASE("MATMUL: every weight type, odd shapes") {
   std::mt19937 rng(3);
   for (DType type : kAllTypes) {
@@ -110,11 +124,7 @@ TEST_CASE("MATMUL: every weight type, odd shapes") {
         for (int64_t M : {1, 5, 17}) {
           Case c;
           c.name = std::string("matmul ") + dtype_name(type) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " M=" + std::to_string(M);
-          Tensor w = c.buf.tensor(type, K, N);
-          fill_random_weights(w, rng);
-          Tensor* x = input(c, DType::F32, rng, K, M);
-          Tensor* dst = output(c, N, M);
-          c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+          random_matmul(c, type, K, N, M, rng);
           check_case(c, 1e-3, 1e-4);
         }
       }
@@ -138,11 +148,7 @@ TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows"
       for (int64_t M : {1, 2, 8, 9, 41}) {
         Case c;
         c.name = std::string(M <= 8 ? "gemv " : "mmq ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
-        Tensor w = c.buf.tensor(type, K, 19);
-        fill_random_weights(w, rng);
-        Tensor* x = input(c, DType::F32, rng, K, M);
-        Tensor* dst = output(c, 19, M);
-        c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+        Tensor* dst = random_matmul(c, type, K, 19, M, rng);
         check_case(c, 1e-4, 1e-4);
         // The K-quants' reference rounds each weight (d * sc * q - dmin * m) and activation
         // (float Q8_K scale times code) to float: only the usual tolerance there.
@@ -170,11 +176,7 @@ TEST_CASE("MATMUL: F16 and BF16 on the GEMV and the tensor-core GEMM") {
       for (int64_t M : {1, 3, 8, 9, 40, 70}) {
         Case c;
         c.name = std::string("matmul ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
-        Tensor w = c.buf.tensor(type, K, 70);
-        fill_random_weights(w, rng);
-        Tensor* x = input(c, DType::F32, rng, K, M);
-        Tensor* dst = output(c, 70, M);
-        c.g.add(Op::MATMUL, dst, c.g.external(w), x);
+        random_matmul(c, type, K, 70, M, rng);
         check_case(c, 1e-4, 1e-4);
       }
     }
