@@ -68,12 +68,16 @@ static std::pair<uintptr_t, uintptr_t> extent(const void* data, const int64_t* n
   return {reinterpret_cast<uintptr_t>(data), end};
 }
 
+std::pair<uintptr_t, uintptr_t> tensor_extent(const Tensor* t) {
+  int64_t nb[4];
+  for (int i = 0; i < 4; ++i) nb[i] = static_cast<int64_t>(t->nb[i]);
+  return extent(t->data, t->ne, nb, std::max<size_t>(dtype_info(t->type).type_size, 4));
+}
+
 void Stream::forget_x_if_written(const Tensor* t) {
   if (!x_key.data || !t) return;
   const auto [a0, a1] = extent(x_key.data, x_key.ne, x_key.nb, 4);
-  int64_t nb[4];
-  for (int i = 0; i < 4; ++i) nb[i] = static_cast<int64_t>(t->nb[i]);
-  const auto [b0, b1] = extent(t->data, t->ne, nb, std::max<size_t>(dtype_info(t->type).type_size, 4));
+  const auto [b0, b1] = tensor_extent(t);
   if (a0 < b1 && b0 < a1) forget_x();
 }
 
@@ -99,8 +103,11 @@ class CudaExecutor final : public Executor {
     stream_.forget_x();  // the host or another backend may have written anything since
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
-      Status st = run_node(n);
+      const size_t fused = norm_fusion(g.nodes(), i, end);  // [ADD ->] RMS_NORM -> MUL in one kernel
+      if (fused > 0) stream_.forget_x();
+      const Status st = fused > 0 ? run_norm_fusion(&n, fused, stream_) : run_node(n);
       if (!st.ok()) return Error(st.code(), std::string(op_name(n.op)) + " (node " + std::to_string(i) + "): " + st.message());
+      if (fused > 0) i += fused - 1;
     }
     return Status::Ok();
   }
@@ -170,7 +177,7 @@ class CudaDevice final : public Device {
 
   // Every tensor the model reads goes to device memory, in one allocation, 256-byte aligned.
   Status place_weights(gguf::File&, std::unordered_map<std::string, Tensor>& tensors,
-                       const std::unordered_set<std::string>&) override {
+                       const std::unordered_set<std::string>& gather_only) override {
     if (weights_) return Error(KESTREL_ERR_INTERNAL, "cuda: weights placed twice");
     std::vector<Tensor*> todo;
     size_t total = 0;
@@ -191,10 +198,23 @@ class CudaDevice final : public Device {
       return st;
     }
     size_t off = 0;
+    std::vector<uint8_t> split;  // a matrix in the split-rows layout, on its way up
+    const bool may_split = split_layout_enabled();
     for (Tensor* t : todo) {
       uint8_t* dst = static_cast<uint8_t*>(weights_) + off;
-      KS_RETURN_IF_ERROR(check(cudaMemcpy(dst, t->data, t->n_bytes(), cudaMemcpyHostToDevice), "uploading weights"));
+      const void* src = t->data;
+      const bool splits = may_split && splits_rows(t->type, t->ne) && t->is_contiguous() && !gather_only.count(t->name);
+      if (splits) {
+        split.resize(t->n_bytes());
+        split_rows(t->type, t->ne[0], t->n_rows(), static_cast<const uint8_t*>(t->data), split.data());
+        src = split.data();
+      }
+      KS_RETURN_IF_ERROR(check(cudaMemcpy(dst, src, t->n_bytes(), cudaMemcpyHostToDevice), "uploading weights"));
       t->data = dst;
+      if (splits) {
+        t->layout = kLayoutSplitRows;
+        placed_.regrouped_bytes += t->n_bytes();
+      }
       off += (t->n_bytes() + 255) / 256 * 256;
     }
     placed_.placed_bytes = total;
@@ -203,8 +223,11 @@ class CudaDevice final : public Device {
   PlacedWeights placed() const override { return placed_; }
 
   bool supports(const Node& n) const override {
-    for (const Tensor* t : n.src)
-      if (t && t->layout != 0) return false;
+    for (int i = 0; i < Node::kMaxSrc; ++i) {  // the split layout: only as the weights of its readers
+      const Tensor* t = n.src[i];
+      const bool reads_split = i == 0 && (n.op == Op::MATMUL || n.op == Op::MATMUL_ID || n.op == Op::GET_ROWS);
+      if (t && t->layout != 0 && !(t->layout == kLayoutSplitRows && reads_split)) return false;
+    }
     switch (n.op) {
       case Op::GET_ROWS: return weight_type_supported(n.src[0]->type) && n.dst->type == DType::F32;
       case Op::MATMUL:

@@ -70,8 +70,9 @@ __global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slo
 }
 
 // dst[:, i] = table row ids[i], decoded: one thread per element (plain types) or 32-value chunk.
+// split_nb > 0: a table in the split-rows layout (kernels.h), its block put back together first.
 template <DType T>
-__global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* ids) {
+__global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* ids, int64_t split_nb) {
   const int64_t K = table.ne[0], per_row = is_plain<T>() ? K : K / 32, n = per_row * dst.ne[1];
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -82,6 +83,18 @@ __global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* i
       y[c] = load_elem<T>(src, c);
     } else {
       float v[32];
+      if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
+        if (split_nb > 0) {
+          using Block = std::conditional_t<T == DType::Q4_0, block_q4_0, block_q8_0>;
+          Block b;
+          const uint8_t* codes = src + kSplitCodeBytes<T> * c;
+          for (int j = 0; j < kSplitCodeBytes<T>; ++j) reinterpret_cast<uint8_t*>(b.qs)[j] = codes[j];
+          b.d = reinterpret_cast<const uint16_t*>(src + kSplitCodeBytes<T> * split_nb)[c];
+          dequant_chunk<T>(reinterpret_cast<const uint8_t*>(&b), 0, v);
+          for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
+          continue;
+        }
+      }
       dequant_chunk<T>(src, c, v);
       for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
     }
@@ -127,7 +140,7 @@ Status run_get_rows(const Node& n, Stream& s) {
   with_weight_type(n.src[0]->type, [&]<DType T>() {
     const int64_t per_row = is_plain<T>() ? n.src[0]->ne[0] : n.src[0]->ne[0] / 32;
     st = KS_LAUNCH(get_rows_kernel<T>, dim3(grid_for(per_row * n.dst->ne[1])), dim3(kThreads), 0, s.stream,
-                   arg(n.dst), arg(n.src[0]), static_cast<const int32_t*>(n.src[1]->data));
+                   arg(n.dst), arg(n.src[0]), static_cast<const int32_t*>(n.src[1]->data), row_layout(n.src[0]).split_nb);
   });
   return st;
 }

@@ -2,8 +2,8 @@
 // (int_codes.cuh): X quantized once (quantize_x; consecutive matmuls of one X, such as q, k and
 // v, share it), then one warp per weight row, each lane whole 32-value chunks, whose codes are
 // dotted four at a time with __dp4a; each half's
-// dx * (d * isum + m * sum(qx)) accumulates in double. MATMUL_ID runs a row per (slot, token)
-// pair with its expert's matrix (grouping tokens by expert, for batches, is still to come). The
+// dx * (d * isum + m * sum(qx)) accumulates in double. MATMUL_ID of up to kMaxCols tokens runs a
+// row per (slot, token) pair with its expert's matrix (more tokens: mmq.cu groups them). The
 // part-1 kernel (matmul.cu) stays the path for the other types, and for everything with
 // KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/int_codes.cuh"
@@ -63,8 +63,12 @@ __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t
 
 // Chunk c of a weight row (as codes) dotted with chunk c of X column col: its halves'
 // dx * (d * isum + m * sum(qx)), the integer sums exact.
+// X's codes come in two 16-byte loads (each column's codes start 256-byte aligned, K % 32 == 0).
 __device__ __forceinline__ double chunk_dot(const ChunkCodes& k, const QuantizedX& x, int64_t col, int64_t c, int64_t K) {
-  const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + col * K + 32 * c);
+  const uint4 lo = load_uint4(x.q + col * K + 32 * c), hi = load_uint4(x.q + col * K + 32 * c + 16);
+  const int32_t xq[8] = {static_cast<int32_t>(lo.x), static_cast<int32_t>(lo.y), static_cast<int32_t>(lo.z),
+                         static_cast<int32_t>(lo.w), static_cast<int32_t>(hi.x), static_cast<int32_t>(hi.y),
+                         static_cast<int32_t>(hi.z), static_cast<int32_t>(hi.w)};
   const int64_t xc = col * (K / 32) + c;
   double dot = 0;
   for (int h = 0; h < 2; ++h) {
@@ -77,7 +81,7 @@ __device__ __forceinline__ double chunk_dot(const ChunkCodes& k, const Quantized
 
 // dst[n, j] = W row n . X column j for j < M (M <= kMaxCols). Block: kWarps rows.
 template <DType T, int NC>
-__global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t M) {
+__global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, RowLayout rl, QuantizedX x, int64_t M) {
   const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (n >= N) return;  // the whole warp: no block barriers here
@@ -90,7 +94,7 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t
   for (int j = 0; j < NC; ++j) acc[j] = 0;
   for (int64_t c = lane; c < nb; c += 32) {
     ChunkCodes k;
-    chunk_codes<T>(row, c, k);
+    chunk_codes<T>(row, c, k, rl);
     for (int j = 0; j < NC; ++j) {
       if (j >= nc) break;
       acc[j] += chunk_dot(k, x, j, c, K);
@@ -103,7 +107,8 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t
 // MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
 // one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
 template <DType T>
-__global__ void gemv_id_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t x_slots, TensorArg ids, TensorArg bias) {
+__global__ void gemv_id_kernel(TensorArg dst, TensorArg w, RowLayout rl, QuantizedX x, int64_t x_slots, TensorArg ids,
+                               TensorArg bias) {
   const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (n >= N) return;  // the whole warp: no block barriers here
@@ -113,7 +118,7 @@ __global__ void gemv_id_kernel(TensorArg dst, TensorArg w, QuantizedX x, int64_t
     double acc = 0;
     for (int64_t c = threadIdx.x % 32; c < nb; c += 32) {
       ChunkCodes k;
-      chunk_codes<T>(row, c, k);
+      chunk_codes<T>(row, c, k, rl);
       acc += chunk_dot(k, x, col, c, K);
     }
     return acc;
@@ -141,18 +146,19 @@ bool gemv_q8_applies(const Node& n) {
   return int_codes_apply(n) && (n.op == Op::MATMUL_ID || n.src[1]->n_rows() <= kMaxCols);
 }
 
-Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s) {
+Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes, void** extra) {
   const int64_t K = x->ne[0], M = x->n_rows(), nb = K / 32;
   // Scratch: codes, scales, half sums (each part 256-byte aligned).
   const auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t q_bytes = round_up(static_cast<size_t>(K * M)), d_bytes = round_up(static_cast<size_t>(nb * M) * 4);
-  const size_t bytes = q_bytes + 3 * d_bytes;
+  const size_t x_bytes = q_bytes + 3 * d_bytes, bytes = x_bytes + round_up(extra_bytes);
   auto mem = s.scratch(bytes);
   KS_RETURN_IF_ERROR(mem.status());
   uint8_t* base = static_cast<uint8_t*>(mem.value());
   int8_t* xq = reinterpret_cast<int8_t*>(base);
   float* xd = reinterpret_cast<float*>(base + q_bytes);
   int32_t* xs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  if (extra) *extra = base + x_bytes;
   // The scratch may already hold this X so quantized (the previous matmul's).
   Stream::QuantizedXKey key;
   key.data = x->data, key.vdt = vdt, key.bytes = bytes;
@@ -186,15 +192,16 @@ Status run_gemv_q8(const Node& n, Stream& s) {
     const dim3 grid_id(grid.x, static_cast<unsigned>(std::min<int64_t>(pairs, 64)));
     with_weight_type(w->type, [&]<DType T>() {
       if constexpr (has_codes<T>())
-        st = KS_LAUNCH(gemv_id_kernel<T>, grid_id, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), x->ne[1],
+        st = KS_LAUNCH(gemv_id_kernel<T>, grid_id, block, 0, s.stream, arg(n.dst), arg(w), row_layout(w), qx.value(), x->ne[1],
                        arg(n.src[2]), arg(n.src[3]));
     });
     return st;
   }
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>()) {
-      if (M == 1) st = launch("gemv_q8_kernel", gemv_q8_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);
-      else st = launch("gemv_q8_kernel", gemv_q8_kernel<T, kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), qx.value(), M);
+      const RowLayout rl = row_layout(w);
+      if (M == 1) st = launch("gemv_q8_kernel", gemv_q8_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), rl, qx.value(), M);
+      else st = launch("gemv_q8_kernel", gemv_q8_kernel<T, kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), rl, qx.value(), M);
     }
   });
   return st;

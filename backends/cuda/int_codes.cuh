@@ -20,8 +20,9 @@ struct QuantizedX {  // in the stream's scratch
   const int32_t* s;
 };
 
-// X (F32 [K, M]) quantized into the stream's scratch as `vdt` (Q8_0 or Q8_K) rounds it.
-Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s);
+// X (F32 [K, M]) quantized into the stream's scratch as `vdt` (Q8_0 or Q8_K) rounds it. With
+// extra_bytes, *extra gets that much more scratch (256-byte aligned) behind it, for the caller.
+Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
 
 // A weight chunk as codes: q[i] packs elements 4i .. 4i + 3 (lowest byte first), and element e
 // is d[e / 16] * code + m[e / 16].
@@ -63,10 +64,38 @@ __device__ __forceinline__ void same_halves(ChunkCodes& k, float d, float m) {
   k.m[0] = k.m[1] = m;
 }
 
-// Chunk c (elements 32c .. 32c + 31) of a row of type T.
+// Eight 4-byte words from 16-byte aligned p, in two 16-byte loads.
+__device__ __forceinline__ void load_words8(const uint8_t* p, uint32_t* w) {
+  const uint4 lo = load_uint4(p), hi = load_uint4(p + 16);
+  w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+}
+
+// Chunk c (elements 32c .. 32c + 31) of a row of type T, read as rl says (kernels.h): in the
+// split-rows layout, a block's codes come in one or two 16-byte loads; Q4_K and Q5_K rows that
+// start 16-byte aligned load theirs 16 bytes at a time too.
 template <DType T>
-__device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, ChunkCodes& k) {
+__device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, ChunkCodes& k, const RowLayout& rl = {}) {
   int32_t* codes = k.q;
+  if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
+    if (rl.split_nb > 0) {
+      const float d = half_to_float(reinterpret_cast<const uint16_t*>(row + rl.split_nb * kSplitCodeBytes<T>)[c]);
+      if constexpr (T == DType::Q4_0) {
+        const uint4 v = load_uint4(row + 16 * c);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        for (int i = 0; i < 4; ++i) {
+          codes[i] = static_cast<int32_t>(w[i] & 0x0F0F0F0Fu);
+          codes[i + 4] = static_cast<int32_t>((w[i] >> 4) & 0x0F0F0F0Fu);
+        }
+        same_halves(k, d, -8.0f * d);
+      } else {
+        uint32_t w[8];
+        load_words8(row + 32 * c, w);
+        for (int i = 0; i < 8; ++i) codes[i] = static_cast<int32_t>(w[i]);
+        same_halves(k, d, 0.0f);
+      }
+      return;
+    }
+  }
   if constexpr (T == DType::Q4_0) {
     const auto* b = reinterpret_cast<const block_q4_0*>(row) + c;
     unpack_nibbles<true>(b->qs, codes);
@@ -148,9 +177,19 @@ __device__ __forceinline__ void chunk_codes(const uint8_t* row, int64_t c, Chunk
     int sc, mn;
     k4_scale_min(b->scales, sub, sc, mn);
     const uint8_t* qs = b->qs + 32 * (sub / 2);
-    for (int i = 0; i < 8; ++i) {
-      codes[i] = (load_b2(qs + 4 * i) >> (4 * (sub % 2))) & 0x0F0F0F0F;
-      if constexpr (T == DType::Q5_K) codes[i] |= ((load_b2(b->qh + 4 * i) >> sub) & 0x01010101) << 4;
+    if (rl.aligned16) {  // blocks of 144 or 176 bytes, qs (and qh) 16-byte aligned within
+      uint32_t q[8], h[8];
+      load_words8(qs, q);
+      if constexpr (T == DType::Q5_K) load_words8(b->qh, h);
+      for (int i = 0; i < 8; ++i) {
+        codes[i] = static_cast<int32_t>((q[i] >> (4 * (sub % 2))) & 0x0F0F0F0Fu);
+        if constexpr (T == DType::Q5_K) codes[i] |= static_cast<int32_t>(((h[i] >> sub) & 0x01010101u) << 4);
+      }
+    } else {
+      for (int i = 0; i < 8; ++i) {
+        codes[i] = (load_b2(qs + 4 * i) >> (4 * (sub % 2))) & 0x0F0F0F0F;
+        if constexpr (T == DType::Q5_K) codes[i] |= ((load_b2(b->qh + 4 * i) >> sub) & 0x01010101) << 4;
+      }
     }
     same_halves(k, half_to_float(b->d) * static_cast<float>(sc), -(half_to_float(b->dmin) * static_cast<float>(mn)));
   } else if constexpr (T == DType::Q6_K) {

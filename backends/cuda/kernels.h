@@ -1,6 +1,9 @@
 // The CUDA backend's kernels, one launcher per op (or family): each reads the node's shapes on
 // the host and queues its kernel(s) on the stream. Kernels read only device memory.
 #pragma once
+#include <utility>
+#include <vector>
+
 #include "backends/cuda/common.cuh"
 
 namespace kestrel::cuda {
@@ -39,6 +42,10 @@ Status run_elementwise(const Node& n, Stream& s);  // ADD MUL SILU SWIGLU SWIGLU
 Status run_moe_sum(const Node& n, Stream& s);
 Status run_kv_store(const Node& n, Stream& s);
 Status run_rms_norm(const Node& n, Stream& s);
+// [ADD ->] RMS_NORM -> MUL by a gain, as one kernel (norm_rope.cu): how many nodes from nodes[i]
+// (before `end`) it takes, 3 or 2, or 0 where the pattern or the tensors' layout do not fit.
+size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end);
+Status run_norm_fusion(const Node* nodes, size_t count, Stream& s);
 Status run_softmax(const Node& n, Stream& s);
 Status run_rope(const Node& n, Stream& s);
 Status run_attention(const Node& n, Stream& s);
@@ -63,6 +70,10 @@ Status run_gemv_q8(const Node& n, Stream& s);
 // Their batched MATMUL (more than kMaxCols columns) on int8 tensor cores (mmq.cu).
 bool mmq_applies(const Node& n);
 Status run_mmq(const Node& n, Stream& s);
+// Their MATMUL_ID over more than kMaxCols tokens (mmq.cu): the (slot, token) pairs grouped by
+// expert on the device, then one tensor-core launch over every expert's tiles.
+bool mmq_id_applies(const Node& n);
+Status run_mmq_id(const Node& n, Stream& s);
 // FP8 weights (matmul_fp8.cu): a GEMV for decode and MATMUL_ID, FP8 tensor cores for batches where
 // the device has them (sm_89 and newer: fp8_mma_available).
 bool fp8_matmul_applies(const Node& n);
@@ -80,7 +91,38 @@ bool reference_kernels_only();
 // stream's scratch (matmul.cu).
 Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s);
 
+// The bytes from t's first element to one past its last, a bound for strided views
+// (backend_cuda.cu).
+std::pair<uintptr_t, uintptr_t> tensor_extent(const Tensor* t);
+
 // Weight types the matmul and GET_ROWS kernels read.
 bool weight_type_supported(DType t);
+
+// The split-rows layout (Tensor::layout == kLayoutSplitRows), private to this backend: a Q4_0 or
+// Q8_0 matrix whose rows (K a multiple of 256) are rearranged in place at upload, each row first
+// its blocks' codes (16 or 32 bytes a block, back to back) and then their fp16 scales. Rows keep
+// their length and stride, and with K % 256 == 0 every row and every block's codes start 16-byte
+// aligned: a lane reads a block's codes with one or two 16-byte loads, and a warp's lanes read
+// adjacent blocks, instead of 2-byte loads of 18- or 34-byte blocks. The matmul kernels (gemv_q8,
+// mmq) and GET_ROWS read it; KESTREL_NO_REPACK=1 or KESTREL_CUDA_KERNELS=reference keeps the file
+// layout. The CPU backend's grouped layout is kLayoutGrouped8 = 1.
+inline constexpr uint32_t kLayoutSplitRows = 2;
+template <DType T>
+inline constexpr int64_t kSplitCodeBytes = T == DType::Q4_0 ? 16 : 32;  // code bytes of a block
+// Whether a tensor of this type and shape gets the split layout at upload, and whether the layout
+// is on at all (not with KESTREL_NO_REPACK=1 or KESTREL_CUDA_KERNELS=reference).
+bool splits_rows(DType t, const int64_t ne[4]);
+bool split_layout_enabled();
+// Rearranges `rows` rows of K values of type t (Q4_0 or Q8_0) from the file layout in src into
+// the split layout in dst (not overlapping).
+void split_rows(DType t, int64_t K, int64_t rows, const uint8_t* src, uint8_t* dst);
+// How the integer kernels read weight w's rows (split_rows.cu): split_nb > 0, the split-rows
+// layout with that many blocks a row; aligned16, every row starts 16-byte aligned, so Q4_K and
+// Q5_K, whose blocks are multiples of 16 bytes, load their codes 16 bytes at a time.
+struct RowLayout {
+  int64_t split_nb = 0;
+  bool aligned16 = false;
+};
+RowLayout row_layout(const Tensor* w);
 
 }  // namespace kestrel::cuda

@@ -3,7 +3,8 @@
 // what llama.cpp's matmul sees) into scratch; then one warp per output row, each lane decoding
 // whole 32-value chunks of the row and dotting them with NC activation columns at once (NC = 1
 // for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
-// integer-code types go to gemv_q8.cu (decode, and MATMUL_ID) and mmq.cu (batches, tensor cores),
+// integer-code types go to gemv_q8.cu (decode, and MATMUL_ID of few tokens) and mmq.cu (batches
+// and MoE prefill, tensor cores),
 // FP8 to matmul_fp8.cu, F16 and BF16 to matmul_f16.cu.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
@@ -165,9 +166,12 @@ bool weight_type_supported(DType t) {
 namespace {
 
 Status run_matmul_kernels(const Node& n, Stream& s) {
+  if (mmq_id_applies(n)) return run_mmq_id(n, s);
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
   s.forget_x();  // the paths below use the scratch for something else
+  if (n.src[0]->layout != 0)  // split rows are made only where the integer kernels apply
+    return Error(KESTREL_ERR_INTERNAL, "cuda: " + std::string(n.src[0]->name) + " is in the split layout, which this kernel does not read");
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
   if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];

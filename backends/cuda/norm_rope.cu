@@ -1,5 +1,6 @@
 // RMS_NORM and SOFTMAX (a block per row, block-wide reductions) and ROPE (a thread per rotated
-// pair).
+// pair). RMS_NORM also runs fused with the ADD before it (the residual) and the MUL by its gain
+// after it: one launch and one pass where three would take three of each.
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
@@ -10,10 +11,8 @@ constexpr unsigned kRowThreads = 256;
 // vec4: every row 16-byte aligned and K a multiple of 4, so the sum of squares reads float4s.
 // The sum of squares in double, as the reference (the scale then matches it to the last bit
 // nearly always, and the int8 rounding of the next matmul's input with it).
-__global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool vec4) {
-  __shared__ double scratch[32];
-  const int64_t K = src.ne[0], r = blockIdx.x;
-  const float* x = src.f32(r);
+// This thread's share of the row's sum of squares (x: the row, K values).
+__device__ __forceinline__ double sum_squares(const float* x, int64_t K, bool vec4) {
   double ss = 0;
   if (vec4) {
     for (int64_t k = 4 * threadIdx.x; k < K; k += 4 * blockDim.x) {
@@ -24,10 +23,44 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
   } else {
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) ss += static_cast<double>(x[k]) * x[k];
   }
-  ss = block_sum(ss, scratch);
+  return ss;
+}
+
+__global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool vec4) {
+  __shared__ double scratch[32];
+  const int64_t K = src.ne[0], r = blockIdx.x;
+  const float* x = src.f32(r);
+  const double ss = block_sum(sum_squares(x, K, vec4), scratch);
   const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
   float* y = dst.f32(r);
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = x[k] * scale;
+}
+
+// [h = a + b ->] y = RMS_NORM(h) -> z = y * gain, a block per row, every output written and each
+// value rounded as the separate ops round it (b and gain broadcast over rows as ADD and MUL do).
+// Without a, h is the norm's input. A thread reads and writes only its own elements k, except
+// the vec4 sum of squares, which runs after a barrier: outputs that are their inputs (in place)
+// behave as in the three ops run one after another.
+__global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z, TensorArg gain,
+                                    float eps, bool vec4) {
+  __shared__ double scratch[32];
+  const int64_t K = h.ne[0], r = blockIdx.x;
+  float* hr = h.f32(r);
+  if (a.data) {
+    const float* ar = a.f32(r);
+    const float* br = b.f32(r % b.rows());
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) hr[k] = ar[k] + br[k % b.ne[0]];
+    __syncthreads();  // the vec4 sum reads other threads' h
+  }
+  const double ss = block_sum(sum_squares(hr, K, vec4), scratch);
+  const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
+  float *yr = y.f32(r), *zr = z.f32(r);
+  const float* g = gain.f32(r % gain.rows());
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    const float v = hr[k] * scale;
+    yr[k] = v;
+    zr[k] = v * g[k % gain.ne[0]];
+  }
 }
 
 __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
@@ -104,6 +137,67 @@ Status run_rms_norm(const Node& n, Stream& s) {
   const int64_t K = n.src[0]->ne[0];
   return KS_LAUNCH(rms_norm_kernel, dim3(static_cast<unsigned>(n.dst->n_rows())), dim3(threads_for(K, kRowThreads)), 0, s.stream,
                    arg(n.dst), arg(n.src[0]), n.param<NormParams>().eps, aligned16(n.src[0]));
+}
+
+namespace {
+
+bool same_view(const Tensor* p, const Tensor* q) {
+  return p->data == q->data && std::equal(p->ne, p->ne + 4, q->ne) && std::equal(p->nb, p->nb + 4, q->nb);
+}
+bool apart(const Tensor* p, const Tensor* q) {
+  const auto [p0, p1] = tensor_extent(p);
+  const auto [q0, q1] = tensor_extent(q);
+  return p1 <= q0 || q1 <= p0;
+}
+bool f32_rows_of(const Tensor* t, int64_t K, int64_t rows) {
+  return t->type == DType::F32 && t->ne[0] == K && t->n_rows() == rows && t->nb[0] == 4;
+}
+// A broadcast operand (ADD's b, MUL's gain): K values a row, its rows repeating over `rows`.
+bool broadcasts_over(const Tensor* t, int64_t K, int64_t rows) {
+  return t->type == DType::F32 && t->ne[0] == K && t->nb[0] == 4 && rows % t->n_rows() == 0;
+}
+
+}  // namespace
+
+size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end) {
+  if (reference_kernels_only()) return 0;
+  const bool add = i + 2 < end && nodes[i].op == Op::ADD && nodes[i + 1].op == Op::RMS_NORM &&
+                   nodes[i + 1].src[0] == nodes[i].dst;
+  const size_t ni = add ? i + 1 : i;  // the RMS_NORM
+  if (ni + 1 >= end || nodes[ni].op != Op::RMS_NORM || nodes[ni + 1].op != Op::MUL || nodes[ni + 1].src[0] != nodes[ni].dst)
+    return 0;
+  const Tensor *h = nodes[ni].src[0], *y = nodes[ni].dst, *z = nodes[ni + 1].dst, *gain = nodes[ni + 1].src[1];
+  const int64_t K = h->ne[0], rows = h->n_rows();
+  if (!f32_rows_of(h, K, rows) || !f32_rows_of(y, K, rows) || !f32_rows_of(z, K, rows) || !broadcasts_over(gain, K, rows))
+    return 0;
+  std::vector<const Tensor*> ins = {gain}, outs = {h, y, z};
+  if (add) {
+    const Tensor *a = nodes[i].src[0], *b = nodes[i].src[1];
+    if (!f32_rows_of(a, K, rows) || !broadcasts_over(b, K, rows)) return 0;
+    ins.push_back(a), ins.push_back(b);
+  }
+  // Each pair of tensors the same view or apart; an input read by every row (broadcast) apart
+  // from every output. Then a thread touching only its own elements keeps the ops' order.
+  std::vector<const Tensor*> all = outs;
+  all.insert(all.end(), ins.begin(), ins.end());
+  for (size_t p = 0; p < all.size(); ++p)
+    for (size_t q = p + 1; q < all.size(); ++q)
+      if (!same_view(all[p], all[q]) && !apart(all[p], all[q])) return 0;
+  for (const Tensor* in : ins)
+    if (in->n_rows() != rows)
+      for (const Tensor* out : outs)
+        if (!apart(in, out)) return 0;
+  return add ? 3 : 2;
+}
+
+Status run_norm_fusion(const Node* nodes, size_t count, Stream& s) {
+  const bool add = count == 3;
+  const Node &norm = nodes[add ? 1 : 0], &mul = nodes[add ? 2 : 1];
+  const Tensor* h = norm.src[0];
+  const int64_t K = h->ne[0];
+  return KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(h->n_rows())), dim3(threads_for(K, kRowThreads)), 0,
+                   s.stream, arg(h), add ? arg(nodes[0].src[0]) : TensorArg{}, add ? arg(nodes[0].src[1]) : TensorArg{},
+                   arg(norm.dst), arg(mul.dst), arg(mul.src[1]), norm.param<NormParams>().eps, aligned16(h));
 }
 
 Status run_softmax(const Node& n, Stream& s) {

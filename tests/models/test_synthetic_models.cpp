@@ -209,6 +209,45 @@ TEST_CASE("synthetic models: weights placed and repacked at load give the file l
   CHECK(regrouped > 0);  // the test did exercise the regrouped layout
 }
 
+// CUDA rearranges Q4_0 and Q8_0 matrices whose rows hold a multiple of 256 values into its
+// split-rows layout at upload (backends/cuda/kernels.h). Every architecture's tiny configuration,
+// widened so that its matrices qualify, must give the same logits bit for bit with the layout as
+// with the file's (KESTREL_NO_REPACK=1): a 12-token prompt (the tensor-core GEMMs, MoE's grouped
+// GEMM) and decode steps (the GEMVs).
+TEST_CASE("synthetic models: CUDA's split-rows layout gives the file layout's bits") {
+  if (!create_device("cuda").ok()) {
+    MESSAGE("no CUDA device (real or emulated) here");
+    return;
+  }
+  int split = 0;
+  for (const ArchDef* arch : all_archs()) {
+    for (const TinyConfig& tiny : arch->tiny) {
+      TinyConfig wide{tiny.name, tiny.kv};
+      for (auto& [key, value] : wide.kv)
+        if (key == "embedding_length" || key == "feed_forward_length" || key == "expert_feed_forward_length")
+          value = gguf::Value::make_u32(256);
+      for (DType type : {DType::Q4_0, DType::Q8_0}) {
+        CAPTURE(std::string(tiny.name));
+        CAPTURE(std::string(dtype_name(type)));
+        const std::vector<uint8_t> bytes = synth(*arch, wide, type, 11).to_bytes();
+        {
+          ContextOptions co;
+          const test::CpuModel m = test::load_model_on("cuda", gguf::File::from_bytes(bytes, "<synth>").value(), co);
+          const Tensor* out = m.model->weights().output;
+          split += out && out->layout != 0;
+        }
+        const std::vector<float> with_split = run_model(bytes, "cuda", 1);
+        setenv("KESTREL_NO_REPACK", "1", 1);
+        const std::vector<float> plain = run_model(bytes, "cuda", 1);
+        unsetenv("KESTREL_NO_REPACK");
+        REQUIRE(with_split.size() == plain.size());
+        CHECK(std::memcmp(with_split.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  CHECK(split > 0);  // the layout was exercised
+}
+
 TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, not a crash") {
   auto with = [](const char* arch_name, const std::string& key, gguf::Value v) {
     const ArchDef* arch = find_arch(arch_name);

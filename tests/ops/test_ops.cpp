@@ -81,6 +81,57 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
   }
 }
 
+// [ADD ->] RMS_NORM -> MUL by a gain: the residual and norm of every pre-norm block, which the
+// CUDA backend runs as one kernel when the three nodes are adjacent. Each chain is built twice,
+// once adjacent and once with an unrelated node between each two (so nothing fuses); on CUDA the
+// two must agree bit for bit, and both agree with the reference.
+TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, odd rows, no ADD") {
+  const int64_t R = 3;
+  // variant 0: new tensors; 1: b and gain broadcast; 2: in place (the norm and the MUL write the
+  // ADD's output); 3: no ADD.
+  const auto build = [&](Case& c, int64_t K, int variant, bool apart, Tensor** z_out) {
+    std::mt19937 rng(static_cast<unsigned>(23 + K + 7 * variant));
+    Tensor* a = input(c, DType::F32, rng, K, R);
+    Tensor* b = input(c, DType::F32, rng, K, variant == 1 ? 1 : R);
+    Tensor* gain = input(c, DType::F32, rng, K, variant == 1 ? 1 : R);
+    Tensor* other = input(c, DType::F32, rng, 5);
+    const auto gap = [&] {  // an unrelated node
+      if (apart) c.g.add(Op::SILU, output(c, 5), other);
+    };
+    Tensor* h = a;
+    if (variant != 3) {
+      h = output(c, K, R);
+      c.g.add(Op::ADD, h, a, b);
+      gap();
+    }
+    Tensor* y = variant == 2 ? h : output(c, K, R);
+    c.g.add(Op::RMS_NORM, y, h).params = NormParams{.eps = 1e-5f};
+    gap();
+    Tensor* z = variant == 2 ? y : output(c, K, R);
+    c.g.add(Op::MUL, z, y, gain);
+    *z_out = z;
+  };
+  for (int64_t K : {5, 64, 257, 2048}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      std::vector<float> zs[2];
+      for (bool apart : {false, true}) {
+        Case c;
+        c.name = "add_norm_mul K " + std::to_string(K) + " variant " + std::to_string(variant) + (apart ? " apart" : "");
+        Tensor* z = nullptr;
+        build(c, K, variant, apart, &z);
+        check_case(c);
+        auto cuda = try_backend("cuda");
+        if (!cuda) continue;
+        run_on_device(*cuda, c.g);
+        zs[apart].assign(z->f32(), z->f32() + K * R);
+      }
+      CAPTURE(K);
+      CAPTURE(variant);
+      CHECK(std::memcmp(zs[0].data(), zs[1].data(), zs[0].size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 // The SIMD SILU/SWIGLU use their own exp: check it far from zero too, where exp over- and
 // underflows (|x| up to 120) and where the polynomial's range reduction matters.
 TEST_CASE("silu, swiglu: wide argument range") {

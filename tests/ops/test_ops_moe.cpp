@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "backends/cpu/kernels/moe.h"
@@ -92,37 +93,59 @@ TEST_CASE("ROUTER: random logits, every variant, CPU threads vs ref") {
   }
 }
 
+namespace {
+
+// A MATMUL_ID case: weights [K, N, E] of `type` (K a few blocks of it), X shared by the slots
+// (variant 0) or one per slot, a bias per expert (variant 1), and ids id_of(i) for pair i = slot
+// + slots * token, or (variant 2) no ids: slot i of E uses matrix i.
+struct MatmulIdCase {
+  Tensor w;
+  Tensor *x, *ids, *bias, *dst;
+  int64_t slots;
+};
+MatmulIdCase add_matmul_id(Case& c, std::mt19937& rng, DType type, int64_t N, int64_t E, int64_t T, int64_t slots, int variant,
+                           const std::function<int32_t(int64_t)>& id_of) {
+  const int64_t bs = dtype_info(type).block_size;
+  const int64_t K = bs == 1 ? 40 : (bs == 32 ? 64 : 256);
+  c.name = std::string("matmul_id ") + dtype_name(type) + " N " + std::to_string(N) + " T " + std::to_string(T) + " variant " +
+           std::to_string(variant);
+  MatmulIdCase m;
+  m.w = c.buf.tensor(type, K, N, E);
+  fill_random_weights(m.w, rng);
+  m.slots = variant == 2 ? E : slots;
+  m.x = input(c, DType::F32, rng, K, variant == 0 ? 1 : m.slots, T);
+  m.ids = nullptr;
+  if (variant != 2) {
+    m.ids = c.g.external(c.buf.tensor(DType::I32, m.slots, T));
+    for (int64_t i = 0; i < m.slots * T; ++i) static_cast<int32_t*>(m.ids->data)[i] = id_of(i);
+  }
+  m.bias = variant == 1 ? input(c, DType::F32, rng, N, E) : nullptr;
+  m.dst = output(c, N, m.slots, T);
+  c.g.add(Op::MATMUL_ID, m.dst, c.g.external(m.w), m.x, m.ids, m.bias);
+  return m;
+}
+
+}  // namespace
+
 TEST_CASE("MATMUL_ID: every weight type, shared and per-slot inputs, ids or per-head, biases") {
   std::mt19937 rng(12);
   for (DType type : kAllTypes) {
-    const int64_t bs = dtype_info(type).block_size;
-    const int64_t K = bs == 1 ? 40 : (bs == 32 ? 64 : 256), N = 7, E = 4, T = 5;
+    const int64_t N = 7, E = 4, T = 5;
     for (int variant = 0; variant < 3; ++variant) {
       Case c;
-      c.name = std::string("matmul_id ") + dtype_name(type) + " variant " + std::to_string(variant);
-      Tensor w = c.buf.tensor(type, K, N, E);
-      fill_random_weights(w, rng);
-      const bool per_head = variant == 2;  // no ids: slot i uses matrix i
-      const int64_t slots = per_head ? E : 2;
-      Tensor* x = input(c, DType::F32, rng, K, variant == 0 ? 1 : slots, T);
-      Tensor* ids = nullptr;
-      if (!per_head) {
-        ids = c.g.external(c.buf.tensor(DType::I32, slots, T));
-        for (int64_t i = 0; i < slots * T; ++i) static_cast<int32_t*>(ids->data)[i] = static_cast<int32_t>((i * 3 + i / 2) % E);
-      }
-      Tensor* bias = variant == 1 ? input(c, DType::F32, rng, N, E) : nullptr;
-      Tensor* dst = output(c, N, slots, T);
-      c.g.add(Op::MATMUL_ID, dst, c.g.external(w), x, ids, bias);
+      const MatmulIdCase m = add_matmul_id(c, rng, type, N, E, T, 2, variant,
+                                           [&](int64_t i) { return static_cast<int32_t>((i * 3 + i / 2) % E); });
       check_case(c, 1e-3, 1e-4);
 
       // Each (slot, token) of the reference equals a dense MATMUL with the chosen expert's matrix.
       auto ref = make_ref_backend();
       run_graph(*ref, c.g);
+      const int64_t K = m.w.ne[0];
       for (int64_t t = 0; t < T; ++t) {
-        for (int64_t i = 0; i < slots; ++i) {
-          const int32_t e = ids ? static_cast<int32_t*>(ids->data)[t * slots + i] : static_cast<int32_t>(i);
-          Tensor we = make_tensor(type, K, N, 1, 1, static_cast<uint8_t*>(w.data) + e * w.nb[2]);
-          Tensor xc = make_tensor(DType::F32, K, 1, 1, 1, x->f32(x->ne[1] == 1 ? 0 : i, t));
+        for (int64_t i = 0; i < m.slots; ++i) {
+          const int32_t e = m.ids ? static_cast<int32_t*>(m.ids->data)[t * m.slots + i] : static_cast<int32_t>(i);
+          Tensor we = make_tensor(type, K, N, 1, 1, static_cast<uint8_t*>(m.w.data) + e * m.w.nb[2]);
+          Tensor xc = make_tensor(DType::F32, K, 1, 1, 1, m.x->f32(m.x->ne[1] == 1 ? 0 : i, t));
           std::vector<float> y(N);
           Tensor yt = make_tensor(DType::F32, N, 1, 1, 1, y.data());
           Node mm;
@@ -132,8 +155,32 @@ TEST_CASE("MATMUL_ID: every weight type, shared and per-slot inputs, ids or per-
           mm.src[1] = &xc;
           ref::matmul(mm);
           for (int64_t r = 0; r < N; ++r)
-            CHECK(dst->f32(i, t)[r] == doctest::Approx(y[r] + (bias ? bias->f32(e)[r] : 0.0f)).epsilon(1e-5));
+            CHECK(m.dst->f32(i, t)[r] == doctest::Approx(y[r] + (m.bias ? m.bias->f32(e)[r] : 0.0f)).epsilon(1e-5));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("MATMUL_ID of many tokens: an expert with several tiles of pairs, one with none, invalid ids") {
+  // More than 8 tokens: CUDA groups the (slot, token) pairs by expert into tiles of 32 (mmq.cu).
+  // Expert 0 takes over 32 pairs (two tiles), expert 3 none; ids -1 (pair 5) and E (pair 17)
+  // give zeros. N = 70 spans two 64-row tiles with a tail.
+  std::mt19937 rng(15);
+  for (DType type : kAllTypes) {
+    const int64_t N = 70, E = 5, T = 20;
+    for (int variant = 0; variant < 3; ++variant) {
+      Case c;
+      const MatmulIdCase m = add_matmul_id(c, rng, type, N, E, T, 3, variant, [&](int64_t i) {
+        const int32_t pick[] = {0, 1, 0, 2, 0, 4};
+        return i == 5 ? -1 : i == 17 ? static_cast<int32_t>(E) : pick[(i * 7 + i / 5) % 6];
+      });
+      check_case(c, 1e-3, 1e-4);
+      if (m.ids) {  // the reference's zeros for the invalid ids
+        auto ref = make_ref_backend();
+        run_graph(*ref, c.g);
+        CHECK(m.dst->f32(5 % m.slots, 5 / m.slots)[N - 1] == 0.0f);
+        CHECK(m.dst->f32(17 % m.slots, 17 / m.slots)[0] == 0.0f);
       }
     }
   }

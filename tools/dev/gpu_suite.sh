@@ -3,8 +3,10 @@
 #   1. build     build-gpu: Release, KESTREL_CUDA=ON, KESTREL_CUDA_ARCHS = this GPU's only (nvidia-smi)
 #   2. ctest     ctest -L cuda (unit, ops, models, speculative on the real device)
 #   3. memcheck  compute-sanitizer --tool memcheck on tests/test_ops (one test case per kernel family)
-#   4. synth     Llama-3.1-8B-shaped random models, one per type (reused when present), made in
-#                the background from the start, while the tests run
+#   4. synth     Llama-3.1-8B-shaped random models, one per type, and a Qwen3-30B-A3B-shaped MoE
+#                one (reused when present), made in the background from the start, while the
+#                tests run; at most two ahead of the bench, which deletes each one it is done
+#                with but the first (disk: the 8B set and the MoE model are ~60 GB together)
 #   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each (as soon as it exists), and tg
 #                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels); a markdown table last
 #   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
@@ -22,8 +24,10 @@
 #   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
 #   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
 #   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 7 files
-#   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (~42 GB; never under $OUT)
+#   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (never under $OUT)
 #   GPU_SUITE_TYPES ["q4_0 q8_0 q4_K fp8_e4m3 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
+#   GPU_SUITE_EXTRA ["qwen3-30b-a3b:q4_0"]: more PRESET:TYPE models after those (empty: none)
+#   GPU_SUITE_KEEP_MODELS [0]: 1 keeps every model (for reruns; needs the disk for all of them)
 #   GPU_SUITE_PP [512] GPU_SUITE_TG [128] GPU_SUITE_REPS [3]
 #   GPU_SUITE_MEMCHECK_FILTER [doctest -tc patterns below; empty: all of test_ops]
 #   GPU_SUITE_MEMCHECK_TIMEOUT [300 s]  GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
@@ -73,12 +77,18 @@ LOGS=${LOGS:-$BUILD/gpu_suite_logs}
 MODELS=${GPU_SUITE_MODELS:-/tmp/gpu_suite}
 PRESET=${GPU_SUITE_PRESET:-llama-3.1-8b}
 read -r -a TYPES <<<"${GPU_SUITE_TYPES:-q4_0 q8_0 q4_K fp8_e4m3 bf16}"
+read -r -a EXTRA <<<"${GPU_SUITE_EXTRA-qwen3-30b-a3b:q4_0}"
+# The models, as PRESET:TYPE; the first one also serves the perop step.
+ENTRIES=()
+for t in "${TYPES[@]}"; do ENTRIES+=("$PRESET:$t"); done
+ENTRIES+=("${EXTRA[@]}")
+KEEP_MODELS=${GPU_SUITE_KEEP_MODELS:-0}
 PP=${GPU_SUITE_PP:-512}
 TG=${GPU_SUITE_TG:-128}
 REPS=${GPU_SUITE_REPS:-3}
 SKIP=" ${GPU_SUITE_SKIP:-} "
 # One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
-MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*MATMUL: the integer-code types*,*TOP_K*'}
+MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*MATMUL_ID of many tokens*,*MATMUL: the integer-code types*,*TOP_K*'}
 MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)
@@ -122,7 +132,7 @@ if [[ -n $DEPS && $DRY != 1 ]]; then
 fi
 
 TMP=$BUILD/gpu_suite_tmp  # bench JSON, parsed for the table (not under $OUT: its file count is capped)
-if [[ $DRY != 1 ]]; then mkdir -p "$LOGS" "$TMP"; fi
+if [[ $DRY != 1 ]]; then mkdir -p "$LOGS" "$TMP" && rm -f "$TMP/bench_over"; fi
 
 # run CMD...: runs it, or prints it under GPU_SUITE_DRY=1.
 run() {
@@ -207,24 +217,30 @@ do_memcheck() {
 }
 
 # ---- 4. synth (in the background from the start; the bench waits for each model) ------------
-model_path() { echo "$MODELS/$PRESET-$1.gguf"; }
+model_path() { echo "$MODELS/${1%%:*}-${1##*:}.gguf"; }  # of an entry PRESET:TYPE
+entry_key() { echo "${1%%:*}-${1##*:}"; }
 SYNTH_PID=
-# wait_model TYPE: until its model exists or the background synth has ended.
+# wait_model ENTRY: until its model exists or the background synth has ended.
 wait_model() {
   while [[ ! -s $(model_path "$1") && -n $SYNTH_PID ]] && kill -0 "$SYNTH_PID" 2>/dev/null; do sleep 2; done
 }
 do_synth() {
   run mkdir -p "$MODELS" || return
   run "$KESTREL" synth --list || return
-  local t m rc=0
-  for t in "${TYPES[@]}"; do
-    m=$(model_path "$t")
+  local i e m rc=0
+  for i in "${!ENTRIES[@]}"; do
+    e=${ENTRIES[$i]}
+    m=$(model_path "$e")
     if [[ -s $m ]]; then
       echo "reusing $m"
       continue
     fi
+    # Two ahead of the bench at most: it deletes each model it is done with (but the first).
+    if [[ $DRY != 1 && $KEEP_MODELS != 1 && $i -ge 3 ]]; then
+      while [[ -s $(model_path "${ENTRIES[$((i - 2))]}") && ! -e $TMP/bench_over ]]; do sleep 2; done
+    fi
     # Written under a temporary name: an interrupted run leaves nothing to be reused.
-    if run "$KESTREL" synth "$PRESET" --type "$t" -t "$JOBS" -o "$m.partial"; then
+    if run "$KESTREL" synth "${e%%:*}" --type "${e##*:}" -t "$JOBS" -o "$m.partial"; then
       run mv "$m.partial" "$m"
     else
       rc=1
@@ -236,11 +252,13 @@ do_synth() {
 
 # ---- 5. bench ------------------------------------------------------------------------------
 do_bench() {
-  local t m rc=0
-  for t in "${TYPES[@]}"; do
-    m=$(model_path "$t")
+  local i e t m rc=0
+  for i in "${!ENTRIES[@]}"; do
+    e=${ENTRIES[$i]}
+    t=$(entry_key "$e")
+    m=$(model_path "$e")
     echo "--- $m"
-    [[ $DRY == 1 ]] || wait_model "$t"
+    [[ $DRY == 1 ]] || wait_model "$e"
     if [[ $DRY != 1 && ! -s $m ]]; then
       echo "missing (synth failed?)"
       rc=1
@@ -264,6 +282,7 @@ do_bench() {
       rc=1
       rm -f "$TMP/bench-$t-ref.json"
     fi
+    if [[ $i -gt 0 && $KEEP_MODELS != 1 ]]; then run rm -f "$m"; fi
   done
   return "$rc"
 }
@@ -271,8 +290,8 @@ do_bench() {
 # ---- 6. perop ------------------------------------------------------------------------------
 do_perop() {
   local m
-  m=$(model_path "${TYPES[0]}")
-  [[ $DRY == 1 ]] || wait_model "${TYPES[0]}"
+  m=$(model_path "${ENTRIES[0]}")
+  [[ $DRY == 1 ]] || wait_model "${ENTRIES[0]}"
   if [[ $DRY != 1 && ! -s $m ]]; then
     echo "missing $m (synth failed?)"
     return 1
@@ -305,14 +324,15 @@ bench_row() {
 }
 
 summary() {
-  local i t f row dev pps tgs share
+  local i e t f row dev pps tgs share
   echo
   echo "gpu_suite: $GPU_NAME, KESTREL_CUDA_ARCHS=$ARCHS, build $BUILD, logs $LOGS"
   for i in "${!STEP_NAMES[@]}"; do printf '  %-9s %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}"; done
   echo
   echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels |"
   echo "|---|---|---|---:|---:|---|---:|"
-  for t in "${TYPES[@]}"; do
+  for e in "${ENTRIES[@]}"; do
+    t=$(entry_key "$e")
     f=$TMP/bench-$t.json
     if [[ -s $f ]]; then
       row=$(bench_row "$f")
@@ -324,7 +344,7 @@ summary() {
     if [[ -s $TMP/bench-$t-ref.json ]]; then
       IFS=$'\t' read -r _ _ ref_tgs _ <<<"$(bench_row "$TMP/bench-$t-ref.json")"
     fi
-    echo "| $dev | $PRESET | $t | $pps | $tgs | $share | $ref_tgs |"
+    echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs |"
   done
 }
 
@@ -345,6 +365,7 @@ fi
 step ctest ctest.log do_ctest
 step memcheck memcheck.log do_memcheck
 step bench bench.log do_bench
+[[ $DRY == 1 ]] || touch "$TMP/bench_over"  # (the synth waits on the bench no more)
 step perop perop.log do_perop
 if [[ -n $SYNTH_PID ]]; then  # its status, now that the bench has waited for every model
   rc=0
