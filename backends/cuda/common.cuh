@@ -227,6 +227,72 @@ __device__ __forceinline__ void store_mma_tiles(const Acc (&acc)[kMmaTiles][4], 
     }
 }
 
+// MATMUL_ID's (slot, token) pairs grouped by expert (moe_group.cu): bucket b's pairs (p = i +
+// n_slots t, in order) fill tiles first_tile[b] .. of kMmaCols pairs each, the last padded with
+// -1. Bucket n_expert takes the pairs whose id is not a valid expert (their output is 0).
+struct ExpertTiles {
+  int32_t* pairs;        // kMmaCols per tile
+  int32_t* tile_expert;  // per tile: its bucket
+  int32_t* n_tiles;      // tiles in use (a launch's grid has an upper bound of them)
+};
+inline constexpr int kMaxBuckets = 1024;  // experts + 1, in the grouping kernel's shared memory
+
+// A GEMM tile's X columns col0 .. col0 + kMmaCols - 1 (-1 past M) in cols (shared), then a barrier.
+__device__ __forceinline__ void dense_tile_columns(int64_t col0, int64_t M, int64_t* cols) {
+  for (int c = static_cast<int>(threadIdx.x); c < kMmaCols; c += static_cast<int>(blockDim.x))
+    cols[c] = col0 + c < M ? col0 + c : -1;
+  __syncthreads();
+}
+
+// Tile `tile`'s pairs as X columns in cols (shared, kMmaCols; (i or 0) + x_slots t, or -1), then
+// a barrier; returns the tile's bucket.
+__device__ __forceinline__ int32_t tile_columns(const ExpertTiles& g, int64_t tile, int64_t n_slots, int64_t x_slots,
+                                                int64_t* cols) {
+  const int32_t* pairs = g.pairs + tile * kMmaCols;
+  for (int c = static_cast<int>(threadIdx.x); c < kMmaCols; c += static_cast<int>(blockDim.x)) {
+    const int64_t p = pairs[c];
+    cols[c] = p < 0 ? -1 : (x_slots == 1 ? 0 : p % n_slots) + x_slots * (p / n_slots);
+  }
+  __syncthreads();
+  return g.tile_expert[tile];
+}
+
+// store_mma_tiles' fragments, each token column to its pair's row of dst (dst[n, i, t] = sum +
+// bias[n, e]), or 0 for the bucket of invalid ids (e == n_expert).
+template <class Acc>
+__device__ __forceinline__ void store_id_tiles(const Acc (&acc)[kMmaTiles][4], TensorArg dst, const int32_t* pairs, int32_t e,
+                                               int64_t n_expert, TensorArg bias, int64_t row0, int64_t N) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int gr = lane / 4, t = lane % 4;
+  const int64_t n_slots = dst.ne[1];
+  for (int j = 0; j < kMmaTiles; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int64_t n = row0 + warp * 16 + gr + (i >= 2 ? 8 : 0);
+      const int32_t p = pairs[j * 8 + 2 * t + (i & 1)];
+      if (n >= N || p < 0) continue;
+      float* y = reinterpret_cast<float*>(dst.row(p % n_slots, p / n_slots, 0));
+      y[n] = e < n_expert ? static_cast<float>(acc[j][i]) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f)
+                          : 0.0f;
+    }
+}
+
+// A grouped MATMUL_ID kernel's body: block (x, y) computes weight rows x of tile y's expert times
+// the tile's pairs, whose X columns are gathered. tile(rows, n_rows, cols, acc) is the GEMM's
+// product tile (rows: the expert's first row of the block, row stride w.nb[1]).
+template <class Acc, class Tile>
+__device__ __forceinline__ void grouped_tile(TensorArg dst, TensorArg w, int64_t x_slots, TensorArg bias, const ExpertTiles& g,
+                                             Tile tile) {
+  const int64_t t = blockIdx.y;
+  if (t >= *g.n_tiles) return;  // the whole block: past the tiles in use
+  __shared__ int64_t cols[kMmaCols];
+  const int32_t e = tile_columns(g, t, dst.ne[1], x_slots, cols);
+  const int64_t N = w.ne[1], row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
+  Acc acc[kMmaTiles][4] = {};
+  if (e < w.ne[2])  // block-uniform: the tile's barriers are safe
+    tile(w.data + row0 * w.nb[1] + e * w.nb[2], std::min<int64_t>(kMmaRows, N - row0), cols, acc);
+  store_id_tiles(acc, dst, g.pairs + t * kMmaCols, e, w.ne[2], bias, row0, N);
+}
+
 // Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads
 // then take several items).
 inline unsigned grid_stride_blocks(int64_t n, unsigned threads) {

@@ -200,8 +200,8 @@ Status run_gemv_q8(const Node& n, Stream& s) {
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>()) {
       const RowLayout rl = row_layout(w);
-      if (M == 1) st = launch("gemv_q8_kernel", gemv_q8_kernel<T, 1>, grid, block, 0, s.stream, arg(n.dst), arg(w), rl, qx.value(), M);
-      else st = launch("gemv_q8_kernel", gemv_q8_kernel<T, kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), rl, qx.value(), M);
+      const auto kernel = M == 1 ? gemv_q8_kernel<T, 1> : gemv_q8_kernel<T, kMaxCols>;
+      st = launch("gemv_q8_kernel", kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), rl, qx.value(), M);
     }
   });
   return st;

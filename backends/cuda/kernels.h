@@ -74,6 +74,11 @@ Status run_mmq(const Node& n, Stream& s);
 // expert on the device, then one tensor-core launch over every expert's tiles.
 bool mmq_id_applies(const Node& n);
 Status run_mmq_id(const Node& n, Stream& s);
+// The pairs of MATMUL_ID node n grouped by expert into mem (expert_tiles_bytes(n) of scratch)
+// by a one-block kernel (moe_group.cu); a grouped launch's grid needs expert_tiles_max(n) tiles.
+int64_t expert_tiles_max(const Node& n);
+size_t expert_tiles_bytes(const Node& n);
+Expected<ExpertTiles> group_pairs(const Node& n, void* mem, Stream& s);
 // FP8 weights (matmul_fp8.cu): a GEMV for decode and MATMUL_ID, FP8 tensor cores for batches where
 // the device has them (sm_89 and newer: fp8_mma_available).
 bool fp8_matmul_applies(const Node& n);

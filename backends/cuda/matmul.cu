@@ -171,7 +171,8 @@ Status run_matmul_kernels(const Node& n, Stream& s) {
   if (mmq_applies(n)) return run_mmq(n, s);
   s.forget_x();  // the paths below use the scratch for something else
   if (n.src[0]->layout != 0)  // split rows are made only where the integer kernels apply
-    return Error(KESTREL_ERR_INTERNAL, "cuda: " + std::string(n.src[0]->name) + " is in the split layout, which this kernel does not read");
+    return Error(KESTREL_ERR_INTERNAL,
+                 "cuda: " + std::string(n.src[0]->name) + " is in the split layout, which this kernel does not read");
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
   if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];

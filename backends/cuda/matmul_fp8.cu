@@ -10,8 +10,9 @@
 //    block of K per shared-memory stage: four mma chained over the block's 128 values, then
 //    promoted to float registers with the block's two scales (DeepSeek-V3's promotion interval:
 //    Hopper's FP8 MMA accumulates with fewer bits than f32, so longer chains lose precision);
-//  - MATMUL_ID (MoE experts): the decode GEMV's row dot, a row per (slot, token) pair with its
-//    expert's matrix.
+//  - MATMUL_ID (MoE experts) of up to kDecodeBatchCols tokens: the decode GEMV's row dot, a row
+//    per (slot, token) pair with its expert's matrix; more tokens (prefill): the tensor-core tile
+//    over the pairs grouped by expert (moe_group.cu), each expert's rows read once per 32 pairs.
 // The part-1 kernel (matmul.cu) stays the path with KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
@@ -95,29 +96,31 @@ __global__ void fp8_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, 
 
 constexpr int kStride = kBlock / 4 + 4;  // words per staged row; the pad spreads a fragment's rows over banks
 
-__global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const float* xd, int64_t M) {
+// The block's product tile: weight rows 0 .. n_rows - 1 (at most kMmaRows) from `rows` (row_stride
+// bytes apart) times the kMmaCols X columns cols[c] of xq/xd (-1: none), into acc as
+// store_mma_tiles reads it. `cols` is shared memory, written before a barrier.
+__device__ __forceinline__ void fp8_mma_tile(const uint8_t* rows, int64_t row_stride, int64_t n_rows, int64_t K,
+                                             const uint8_t* xq, const float* xd, const int64_t* cols,
+                                             float (&acc)[kMmaTiles][4]) {
   __shared__ uint32_t sa[kMmaRows * kStride], sx[kMmaCols * kStride];
   __shared__ float sdw[kMmaRows], sdx[kMmaCols];
-  const int64_t K = w.ne[0], N = w.ne[1], nb = K / kBlock;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
+  const int64_t nb = K / kBlock;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  float acc[kMmaTiles][4];
   for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = 0;
   for (int64_t b = 0; b < nb; ++b) {
     // Consecutive threads take consecutive words of a row's block: coalesced.
     for (int p = tid; p < kMmaRows * kBlockWords; p += blockDim.x) {
       const int r = p / kBlockWords, wi = p % kBlockWords;
-      const int64_t n = row0 + r;
-      const uint32_t v = n < N ? reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1])[b * kBlockWords + wi] : 0u;
+      const uint32_t v = r < n_rows ? reinterpret_cast<const uint32_t*>(rows + r * row_stride)[b * kBlockWords + wi] : 0u;
       if (wi == 0) sdw[r] = bits_to_float(v);
       else sa[r * kStride + wi - 1] = v;
     }
     for (int p = tid; p < kMmaCols * (kBlock / 4); p += blockDim.x) {
       const int c = p / (kBlock / 4), wi = p % (kBlock / 4);
-      const int64_t col = col0 + c;
-      sx[c * kStride + wi] = col < M ? reinterpret_cast<const uint32_t*>(xq + col * K + kBlock * b)[wi] : 0u;
-      if (wi == 0) sdx[c] = col < M ? xd[col * nb + b] : 0.0f;
+      const int64_t col = cols[c];
+      sx[c * kStride + wi] = col >= 0 ? reinterpret_cast<const uint32_t*>(xq + col * K + kBlock * b)[wi] : 0u;
+      if (wi == 0) sdx[c] = col >= 0 ? xd[col * nb + b] : 0.0f;
     }
     __syncthreads();
     const int ra = warp * 16 + g;  // this lane's rows: ra and ra + 8
@@ -141,7 +144,26 @@ __global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, co
       }
     __syncthreads();  // the stage is read; the next one may overwrite it
   }
+}
+
+__global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const float* xd, int64_t M) {
+  __shared__ int64_t cols[kMmaCols];
+  const int64_t N = w.ne[1];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
+  dense_tile_columns(col0, M, cols);
+  float acc[kMmaTiles][4];
+  fp8_mma_tile(w.data + row0 * w.nb[1], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xq, xd, cols, acc);
   store_mma_tiles(acc, dst, row0, col0, N, M);
+}
+
+// MATMUL_ID of many tokens: the same tile over the pairs grouped by expert (moe_group.cu), as
+// mmq.cu's mmq_id_kernel does for the integer types.
+__global__ void fp8_mma_id_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const float* xd, int64_t x_slots,
+                                  TensorArg bias, ExpertTiles g) {
+  using Acc = float[kMmaTiles][4];
+  grouped_tile<float>(dst, w, x_slots, bias, g, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    fp8_mma_tile(rows, w.nb[1], n_rows, w.ne[0], xq, xd, cols, acc);
+  });
 }
 
 }  // namespace
@@ -154,7 +176,8 @@ bool fp8_matmul_applies(const Node& n) {
 Status run_fp8_matmul(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t K = x->ne[0], M = x->n_rows(), nb = K / kBlock;
-  if (n.op == Op::MATMUL_ID) {  // a row per (slot, token) pair, with its expert's matrix
+  // MATMUL_ID of few tokens: a row per (slot, token) pair, with its expert's matrix (more: below).
+  if (n.op == Op::MATMUL_ID && !(n.dst->ne[2] > kDecodeBatchCols && fp8_mma_available())) {
     auto xr = round_x(w, x, s);
     KS_RETURN_IF_ERROR(xr.status());
     const int64_t pairs = n.dst->ne[1] * n.dst->ne[2];
@@ -162,23 +185,30 @@ Status run_fp8_matmul(const Node& n, Stream& s) {
     return KS_LAUNCH(fp8_gemv_id_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), x->ne[1], arg(n.src[2]),
                      arg(n.src[3]));
   }
-  if (M <= kDecodeBatchCols) {
+  if (n.op == Op::MATMUL && M <= kDecodeBatchCols) {
     auto xr = round_x(w, x, s);
     KS_RETURN_IF_ERROR(xr.status());
     const dim3 grid(blocks_for(w->ne[1], kGemvWarps), blocks_for(M, kMaxCols)), block(32 * kGemvWarps);
     if (M == 1) return launch("fp8_gemv_kernel", fp8_gemv_kernel<1>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
     return launch("fp8_gemv_kernel", fp8_gemv_kernel<kMaxCols>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
   }
-  if (blocks_for(M, kMmaCols) > 65535u) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL of " + std::to_string(M) + " columns");
+  const bool grouped = n.op == Op::MATMUL_ID;
+  const int64_t tiles = grouped ? expert_tiles_max(n) : blocks_for(M, kMmaCols);
+  if (tiles > 65535)
+    return Error(KESTREL_ERR_UNSUPPORTED, "cuda: " + std::string(op_name(n.op)) + " of " + std::to_string(M) + " columns");
   const auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t q_bytes = round_up(static_cast<size_t>(K * M));
-  auto mem = s.scratch(q_bytes + static_cast<size_t>(nb * M) * sizeof(float));
+  const size_t q_bytes = round_up(static_cast<size_t>(K * M)), d_bytes = round_up(static_cast<size_t>(nb * M) * sizeof(float));
+  auto mem = s.scratch(q_bytes + d_bytes + (grouped ? expert_tiles_bytes(n) : 0));
   KS_RETURN_IF_ERROR(mem.status());
   uint8_t* xq = static_cast<uint8_t*>(mem.value());
   float* xd = reinterpret_cast<float*>(xq + q_bytes);
   KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_fp8_kernel, dim3(grid_stride_blocks(nb * M, 128)), dim3(128), 0, s.stream, arg(x), xq, xd));
-  const dim3 grid(blocks_for(w->ne[1], kMmaRows), blocks_for(M, kMmaCols)), block(32 * kMmaWarps);
-  return launch("fp8_mma_kernel", fp8_mma_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xq, xd, M);
+  const dim3 grid(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(tiles)), block(32 * kMmaWarps);
+  if (!grouped) return launch("fp8_mma_kernel", fp8_mma_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xq, xd, M);
+  auto g = group_pairs(n, xq + q_bytes + d_bytes, s);
+  KS_RETURN_IF_ERROR(g.status());
+  return launch("fp8_mma_id_kernel", fp8_mma_id_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), xq, xd, x->ne[1],
+                arg(n.src[3]), g.value());
 }
 
 }  // namespace kestrel::cuda

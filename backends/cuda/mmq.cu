@@ -9,8 +9,8 @@
 // halves have scales of their own (Q2_K, Q3_K, Q6_K, NVFP4) takes two mma per chunk, each over one
 // half (the other half's A registers zero). MATMUL_ID of more than kMaxCols tokens (MoE prefill)
 // runs the same tile per expert: a one-block kernel groups the (slot, token) pairs by expert into
-// tiles of kMmaCols, and one launch covers every expert's tiles, so each expert's weights are read
-// once per tile of its tokens rather than once per token.
+// tiles of kMmaCols (moe_group.cu), and one launch covers every expert's tiles, so each expert's
+// weights are read once per tile of its tokens rather than once per token.
 #include "backends/cuda/int_codes.cuh"
 #include "backends/cuda/ptx.cuh"
 
@@ -100,62 +100,10 @@ __global__ void mmq_kernel(TensorArg dst, TensorArg w, RowLayout rl, QuantizedX 
   __shared__ int64_t cols[kMmaCols];
   const int64_t N = w.ne[1];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
-  for (int c = static_cast<int>(threadIdx.x); c < kMmaCols; c += static_cast<int>(blockDim.x))
-    cols[c] = col0 + c < M ? col0 + c : -1;
-  __syncthreads();
+  dense_tile_columns(col0, M, cols);
   double acc[kMmaTiles][4];
   mmq_tile<T>(w.data + row0 * w.nb[1], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), rl, w.ne[0], x, cols, acc);
   store_mma_tiles(acc, dst, row0, col0, N, M);
-}
-
-// MATMUL_ID's (slot, token) pairs grouped by expert, on the device: bucket b's pairs (p = i +
-// n_slots t, in order) fill tiles first_tile[b] .. of kMmaCols pairs each, the last padded with
-// -1. Bucket n_expert takes the pairs whose id is not a valid expert (their output is 0).
-struct ExpertTiles {
-  int32_t* pairs;        // kMmaCols per tile
-  int32_t* tile_expert;  // per tile: its bucket
-  int32_t* n_tiles;      // tiles in use (the launch's grid has an upper bound of them)
-};
-constexpr int kMaxBuckets = 1024;  // experts + 1, in group_pairs_kernel's shared memory
-
-// One block: a warp per bucket at a time counts its pairs with ballots, thread 0 lays out the
-// tiles, and a second pass places each bucket's pairs in order (deterministic, no atomics).
-__global__ void group_pairs_kernel(TensorArg ids, int64_t n_slots, int64_t n_tokens, int64_t n_expert, ExpertTiles g) {
-  __shared__ int32_t count[kMaxBuckets], first_tile[kMaxBuckets];
-  const int64_t P = n_slots * n_tokens;
-  const int buckets = static_cast<int>(n_expert) + 1;
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int n_warps = static_cast<int>(blockDim.x / 32);
-  const auto bucket_of = [&](int64_t p) {
-    const int64_t i = p % n_slots, t = p / n_slots;
-    const int64_t e = ids.data ? reinterpret_cast<const int32_t*>(ids.row(t))[i] : i;
-    return static_cast<int>(e < 0 || e >= n_expert ? n_expert : e);
-  };
-  for (int b = warp; b < buckets; b += n_warps) {
-    int32_t c = 0;
-    for (int64_t p0 = 0; p0 < P; p0 += 32) c += __popc(__ballot_sync(0xffffffffu, p0 + lane < P && bucket_of(p0 + lane) == b));
-    if (lane == 0) count[b] = c;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t tiles = 0;
-    for (int b = 0; b < buckets; ++b) first_tile[b] = tiles, tiles += (count[b] + kMmaCols - 1) / kMmaCols;
-    *g.n_tiles = tiles;
-  }
-  __syncthreads();
-  for (int b = warp; b < buckets; b += n_warps) {
-    int32_t* out = g.pairs + static_cast<int64_t>(first_tile[b]) * kMmaCols;
-    int32_t placed = 0;
-    for (int64_t p0 = 0; p0 < P; p0 += 32) {
-      const bool mine = p0 + lane < P && bucket_of(p0 + lane) == b;
-      const unsigned m = __ballot_sync(0xffffffffu, mine);
-      if (mine) out[placed + __popc(m & ((1u << lane) - 1u))] = static_cast<int32_t>(p0 + lane);
-      placed += __popc(m);
-    }
-    const int32_t tiles = (count[b] + kMmaCols - 1) / kMmaCols;
-    for (int32_t k = count[b] + lane; k < tiles * kMmaCols; k += 32) out[k] = -1;
-    for (int32_t k = lane; k < tiles; k += 32) g.tile_expert[first_tile[b] + k] = b;
-  }
 }
 
 // MATMUL_ID over grouped pairs: block (x, y) is weight rows x of tile y's expert times its
@@ -164,31 +112,10 @@ __global__ void group_pairs_kernel(TensorArg ids, int64_t n_slots, int64_t n_tok
 template <DType T>
 __global__ void mmq_id_kernel(TensorArg dst, TensorArg w, RowLayout rl, QuantizedX x, int64_t x_slots, TensorArg bias,
                               ExpertTiles g) {
-  const int64_t tile = blockIdx.y;
-  if (tile >= *g.n_tiles) return;  // the whole block: past the tiles in use
-  __shared__ int64_t cols[kMmaCols];
-  const int32_t e = g.tile_expert[tile];
-  const int32_t* pairs = g.pairs + tile * kMmaCols;
-  const int64_t N = w.ne[1], n_slots = dst.ne[1], row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
-  for (int c = static_cast<int>(threadIdx.x); c < kMmaCols; c += static_cast<int>(blockDim.x)) {
-    const int64_t p = pairs[c];
-    cols[c] = p < 0 ? -1 : (x_slots == 1 ? 0 : p % n_slots) + x_slots * (p / n_slots);
-  }
-  __syncthreads();
-  const bool valid = e < w.ne[2];  // block-uniform: mmq_tile's barriers are safe
-  double acc[kMmaTiles][4] = {};
-  if (valid)
-    mmq_tile<T>(w.data + row0 * w.nb[1] + e * w.nb[2], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), rl, w.ne[0], x,
-                cols, acc);
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32), gr = lane / 4, t = lane % 4;
-  for (int j = 0; j < kMmaTiles; ++j)  // store_mma_tiles' fragment layout, to each pair's own row
-    for (int i = 0; i < 4; ++i) {
-      const int64_t n = row0 + warp * 16 + gr + (i >= 2 ? 8 : 0);
-      const int32_t p = pairs[j * 8 + 2 * t + (i & 1)];
-      if (n >= N || p < 0) continue;
-      float* y = reinterpret_cast<float*>(dst.row(p % n_slots, p / n_slots, 0));
-      y[n] = valid ? static_cast<float>(acc[j][i]) + (bias.data ? reinterpret_cast<const float*>(bias.row(e))[n] : 0.0f) : 0.0f;
-    }
+  using Acc = double[kMmaTiles][4];
+  grouped_tile<double>(dst, w, x_slots, bias, g, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    mmq_tile<T>(rows, w.nb[1], n_rows, rl, w.ne[0], x, cols, acc);
+  });
 }
 
 }  // namespace
@@ -197,29 +124,6 @@ bool mmq_applies(const Node& n) { return n.op == Op::MATMUL && int_codes_apply(n
 
 bool mmq_id_applies(const Node& n) {
   return n.op == Op::MATMUL_ID && int_codes_apply(n) && n.dst->ne[2] > kMaxCols && n.src[0]->ne[2] < kMaxBuckets;
-}
-
-Status run_mmq_id(const Node& n, Stream& s) {
-  const Tensor *w = n.src[0], *x = n.src[1];
-  const int64_t n_slots = n.dst->ne[1], n_tokens = n.dst->ne[2], n_expert = w->ne[2], P = n_slots * n_tokens;
-  // Every bucket adds at most one partly filled tile.
-  const int64_t max_tiles = (P + kMmaCols - 1) / kMmaCols + std::min<int64_t>(n_expert + 1, P);
-  if (max_tiles > 65535) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL_ID of " + std::to_string(P) + " pairs");
-  void* extra = nullptr;
-  auto qx = quantize_x(x, dtype_info(w->type).vec_dot_type, s, static_cast<size_t>(max_tiles * (kMmaCols + 1) + 1) * 4, &extra);
-  KS_RETURN_IF_ERROR(qx.status());
-  int32_t* base = static_cast<int32_t*>(extra);
-  const ExpertTiles g{base, base + max_tiles * kMmaCols, base + max_tiles * (kMmaCols + 1)};
-  KS_RETURN_IF_ERROR(KS_LAUNCH(group_pairs_kernel, dim3(1), dim3(threads_for(32 * (n_expert + 1), 1024)), 0, s.stream,
-                               arg(n.src[2]), n_slots, n_tokens, n_expert, g));
-  const dim3 grid(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(max_tiles)), block(32 * kMmaWarps);
-  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
-  with_weight_type(w->type, [&]<DType T>() {
-    if constexpr (has_codes<T>())
-      st = launch("mmq_id_kernel", mmq_id_kernel<T>, grid, block, 0, s.stream, arg(n.dst), arg(w), row_layout(w), qx.value(), x->ne[1],
-                  arg(n.src[3]), g);
-  });
-  return st;
 }
 
 Status run_mmq(const Node& n, Stream& s) {
@@ -233,6 +137,25 @@ Status run_mmq(const Node& n, Stream& s) {
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>()) st = launch("mmq_kernel", mmq_kernel<T>, grid, block, 0, s.stream, arg(n.dst), arg(w), row_layout(w), qx.value(), M);
+  });
+  return st;
+}
+
+Status run_mmq_id(const Node& n, Stream& s) {
+  const Tensor *w = n.src[0], *x = n.src[1];
+  const int64_t max_tiles = expert_tiles_max(n);
+  if (max_tiles > 65535) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL_ID of " + std::to_string(max_tiles) + " tiles");
+  void* extra = nullptr;
+  auto qx = quantize_x(x, dtype_info(w->type).vec_dot_type, s, expert_tiles_bytes(n), &extra);
+  KS_RETURN_IF_ERROR(qx.status());
+  auto g = group_pairs(n, extra, s);
+  KS_RETURN_IF_ERROR(g.status());
+  const dim3 grid(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(max_tiles)), block(32 * kMmaWarps);
+  Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
+  with_weight_type(w->type, [&]<DType T>() {
+    if constexpr (has_codes<T>())
+      st = launch("mmq_id_kernel", mmq_id_kernel<T>, grid, block, 0, s.stream, arg(n.dst), arg(w), row_layout(w), qx.value(),
+                  x->ne[1], arg(n.src[3]), g.value());
   });
   return st;
 }
