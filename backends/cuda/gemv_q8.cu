@@ -63,7 +63,8 @@ __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t
 
 // Chunk c of a weight row (as codes) dotted with chunk c of X column col: its halves'
 // dx * (d * isum + m * sum(qx)), the integer sums exact.
-// X's codes come in two 16-byte loads (each column's codes start 256-byte aligned, K % 32 == 0).
+// X's codes come in two 16-byte loads (the scratch starts 256-byte aligned and K % 32 == 0, so
+// every chunk starts 16-byte aligned).
 __device__ __forceinline__ double chunk_dot(const ChunkCodes& k, const QuantizedX& x, int64_t col, int64_t c, int64_t K) {
   const uint4 lo = load_uint4(x.q + col * K + 32 * c), hi = load_uint4(x.q + col * K + 32 * c + 16);
   const int32_t xq[8] = {static_cast<int32_t>(lo.x), static_cast<int32_t>(lo.y), static_cast<int32_t>(lo.z),
