@@ -100,5 +100,7 @@ class Executor {
 // "cuda" (when compiled and a device exists).
 Expected<std::unique_ptr<Device>> create_device(const std::string& name);
 std::vector<std::string> compiled_backends();
+// KESTREL_NO_REPACK set (not "0"): place_weights keeps the file's layouts, on every backend.
+bool repack_disabled_by_env();
 
 }  // namespace kestrel

@@ -33,6 +33,11 @@ Expected<std::unique_ptr<Device>> auto_device() {
 
 }  // namespace
 
+bool repack_disabled_by_env() {
+  const char* off = std::getenv("KESTREL_NO_REPACK");
+  return off && *off && std::string(off) != "0";
+}
+
 std::vector<std::string> compiled_backends() {
   std::vector<std::string> v = {"cpu", "ref"};
 #ifdef KESTREL_WITH_CUDA

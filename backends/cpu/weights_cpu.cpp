@@ -74,9 +74,7 @@ PlacedArena::~PlacedArena() {
 }
 
 bool regroup_enabled() {
-  const char* off = std::getenv("KESTREL_NO_REPACK");
-  if (off && *off && std::strcmp(off, "0") != 0) return false;
-  return has_avx2_fma();
+  return !repack_disabled_by_env() && has_avx2_fma();
 }
 
 Status place_weights(gguf::File& f, std::unordered_map<std::string, Tensor>& tensors,

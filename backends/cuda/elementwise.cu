@@ -83,19 +83,17 @@ __global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* i
       y[c] = load_elem<T>(src, c);
     } else {
       float v[32];
+      const uint8_t* blocks = src;
+      int64_t b = c;
+      alignas(4) uint8_t one[sizeof(block_q8_0)];  // a split row's block c put back together
       if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
-        if (split_nb > 0) {
-          using Block = std::conditional_t<T == DType::Q4_0, block_q4_0, block_q8_0>;
-          Block b;
-          const uint8_t* codes = src + kSplitCodeBytes<T> * c;
-          for (int j = 0; j < kSplitCodeBytes<T>; ++j) reinterpret_cast<uint8_t*>(b.qs)[j] = codes[j];
-          b.d = reinterpret_cast<const uint16_t*>(src + kSplitCodeBytes<T> * split_nb)[c];
-          dequant_chunk<T>(reinterpret_cast<const uint8_t*>(&b), 0, v);
-          for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
-          continue;
+        if (split_nb > 0) {  // file order: the fp16 scale, then the codes
+          reinterpret_cast<uint16_t*>(one)[0] = reinterpret_cast<const uint16_t*>(src + kSplitCodeBytes<T> * split_nb)[c];
+          for (int j = 0; j < kSplitCodeBytes<T>; ++j) one[2 + j] = src[kSplitCodeBytes<T> * c + j];
+          blocks = one, b = 0;
         }
       }
-      dequant_chunk<T>(src, c, v);
+      dequant_chunk<T>(blocks, b, v);
       for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
     }
   }

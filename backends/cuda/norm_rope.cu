@@ -170,23 +170,22 @@ size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end) {
   const int64_t K = h->ne[0], rows = h->n_rows();
   if (!f32_rows_of(h, K, rows) || !f32_rows_of(y, K, rows) || !f32_rows_of(z, K, rows) || !broadcasts_over(gain, K, rows))
     return 0;
-  std::vector<const Tensor*> ins = {gain}, outs = {h, y, z};
+  // The outputs h, y, z, then the inputs gain [, a, b] (checked on every step: no allocation).
+  const Tensor* all[6] = {h, y, z, gain, nullptr, nullptr};
+  const int n_outs = 3, n_all = add ? 6 : 4;
   if (add) {
-    const Tensor *a = nodes[i].src[0], *b = nodes[i].src[1];
-    if (!f32_rows_of(a, K, rows) || !broadcasts_over(b, K, rows)) return 0;
-    ins.push_back(a), ins.push_back(b);
+    all[4] = nodes[i].src[0], all[5] = nodes[i].src[1];
+    if (!f32_rows_of(all[4], K, rows) || !broadcasts_over(all[5], K, rows)) return 0;
   }
   // Each pair of tensors the same view or apart; an input read by every row (broadcast) apart
   // from every output. Then a thread touching only its own elements keeps the ops' order.
-  std::vector<const Tensor*> all = outs;
-  all.insert(all.end(), ins.begin(), ins.end());
-  for (size_t p = 0; p < all.size(); ++p)
-    for (size_t q = p + 1; q < all.size(); ++q)
+  for (int p = 0; p < n_all; ++p)
+    for (int q = p + 1; q < n_all; ++q)
       if (!same_view(all[p], all[q]) && !apart(all[p], all[q])) return 0;
-  for (const Tensor* in : ins)
-    if (in->n_rows() != rows)
-      for (const Tensor* out : outs)
-        if (!apart(in, out)) return 0;
+  for (int in = n_outs; in < n_all; ++in)
+    if (all[in]->n_rows() != rows)
+      for (int out = 0; out < n_outs; ++out)
+        if (!apart(all[in], all[out])) return 0;
   return add ? 3 : 2;
 }
 

@@ -1,7 +1,8 @@
 // The split-rows layout of Q4_0 and Q8_0 matrices (kernels.h, kLayoutSplitRows): made on the
 // host, once, while the weights are uploaded (backend_cuda.cu).
-#include <cstdlib>
 #include <cstring>
+
+#include "backends/backend.h"
 
 #include "backends/cuda/kernels.h"
 #include "tensor/quants/quant_blocks.h"
@@ -29,8 +30,7 @@ bool splits_rows(DType t, const int64_t ne[4]) {
 }
 
 bool split_layout_enabled() {
-  const char* off = std::getenv("KESTREL_NO_REPACK");
-  return !(off && *off && std::strcmp(off, "0") != 0) && !reference_kernels_only();
+  return !repack_disabled_by_env() && !reference_kernels_only();
 }
 
 RowLayout row_layout(const Tensor* w) {
