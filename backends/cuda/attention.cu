@@ -3,8 +3,8 @@
 // of V, a thread per output dimension. Causal and sliding-window masks, sinks and soft-capping
 // as the reference; GQA by kv head = head / group; MLA's V is a strided view of K's rows.
 // Scores live in scratch (one row of max_cells per block of a launch). Correct, not fast: the
-// reference path, and the one for prefill; a few tokens take attention_decode.cu (split over the
-// cache, GQA-aware), and tiled tensor-core prefill is still to come (issue 21).
+// reference path; a few tokens take attention_decode.cu (split over the cache, GQA-aware), and
+// prefill over an F16 cache takes attention_flash.cu (tensor cores, online softmax).
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
@@ -76,6 +76,7 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
 
 Status run_attention(const Node& n, Stream& s) {
   if (attention_decode_applies(n)) return run_attention_decode(n, s);
+  if (attention_flash_applies(n)) return run_attention_flash(n, s);
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
   const AttentionParams& ap = n.param<AttentionParams>();
   AttnArgs a{};

@@ -23,6 +23,14 @@
 #include "core/status.h"
 #include "tensor/graph.h"
 
+// Unroll the next loop: its trip count is a constant, and it indexes register arrays (a loop left
+// rolled would move them to local memory). Nothing under the emulator.
+#if defined(__CUDACC__) && !defined(KESTREL_CUDA_EMULATE)
+#define KS_UNROLL _Pragma("unroll")
+#else
+#define KS_UNROLL
+#endif
+
 namespace kestrel::cuda {
 
 // kernel<<<grid, block, smem, stream>>>(args...), its error as a Status naming the kernel. In the

@@ -52,6 +52,10 @@ Status run_attention(const Node& n, Stream& s);
 // Few tokens over a long cache: GQA-aware and split over the cache (attention_decode.cu).
 bool attention_decode_applies(const Node& n);
 Status run_attention_decode(const Node& n, Stream& s);
+// Prefill (more than kDecodeBatchCols tokens) over an F16 cache on tensor cores, FlashAttention-2's
+// online softmax (attention_flash.cu).
+bool attention_flash_applies(const Node& n);
+Status run_attention_flash(const Node& n, Stream& s);
 Status run_router(const Node& n, Stream& s);
 Status run_matmul(const Node& n, Stream& s);     // MATMUL and MATMUL_ID
 Status run_top_k(const Node& n, Stream& s);

@@ -411,6 +411,77 @@ TEST_CASE("ATTENTION: long paged caches, decode and prefill token counts, GQA gr
   }
 }
 
+// Prefill: more than 65 tokens take CUDA's tensor-core kernel (attention_flash.cu) over an F16
+// cache; an F32 cache stays on the part-1 kernel. Paged tables of 16-cell blocks in shuffled
+// physical order, spare blocks of random data that no table lists, the last block partly empty.
+// With two sequences, the second shares the first's first block (a cached prefix) and its
+// tokens come first, so one 64-token tile of the batch holds both. Head sizes that fill the
+// 64/128/256 variants, pad them (16, 36, 40, 100), and differ between K and V; one prompt starts
+// at position 0 (no context before it).
+TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, windows, sinks, soft-cap") {
+  struct Spec {
+    int64_t t0, t1, nh, nkv, hd_k, hd_v;
+    int32_t window, ctx;
+    bool sinks;
+    float softcap;
+    DType cache;
+  };
+  const Spec specs[] = {
+      {70, 0, 8, 2, 64, 64, 0, 230, false, 0.0f, DType::F16},     {150, 0, 4, 4, 128, 128, 0, 230, true, 0.0f, DType::F16},
+      {60, 40, 8, 2, 40, 40, 0, 230, false, 0.0f, DType::F16},    {90, 30, 6, 2, 36, 36, 50, 230, false, 0.0f, DType::F16},
+      {80, 0, 4, 1, 100, 100, 0, 230, false, 6.0f, DType::F16},   {66, 34, 2, 2, 256, 256, 0, 230, true, 0.0f, DType::F16},
+      {70, 12, 4, 2, 64, 32, 20, 230, true, 3.0f, DType::F16},    {70, 0, 4, 2, 64, 64, 0, 230, true, 0.0f, DType::F32},
+      {80, 0, 4, 2, 16, 16, 0, 0, false, 0.0f, DType::F16},
+  };
+  std::mt19937 rng(29);
+  const int32_t bs = 16;
+  for (const Spec& sp : specs) {
+    Case c;
+    c.name = std::string("prefill attention ") + dtype_name(sp.cache) + " T=" + std::to_string(sp.t0) + "+" +
+             std::to_string(sp.t1) + " hd " + std::to_string(sp.hd_k) + "/" + std::to_string(sp.hd_v) + " window " +
+             std::to_string(sp.window);
+    // Sequence 0 holds positions 0..n0-1 (its last t0 are the batch's), sequence 1 0..n1-1.
+    const int32_t n0 = static_cast<int32_t>(sp.ctx + sp.t0), n1 = static_cast<int32_t>(sp.t1 ? 40 + sp.t1 : 0);
+    const int32_t blocks0 = (n0 + bs - 1) / bs, blocks1 = n1 ? (n1 + bs - 1) / bs - 1 : 0, spare = 3;
+    const int32_t n_blocks = blocks0 + blocks1 + spare, cells = n_blocks * bs;
+    std::vector<int32_t> phys(static_cast<size_t>(n_blocks));
+    for (int32_t i = 0; i < n_blocks; ++i) phys[static_cast<size_t>(i)] = i;
+    std::shuffle(phys.begin(), phys.end(), rng);
+    std::vector<int32_t> cell_pos(static_cast<size_t>(cells), -1), table_begin = {0}, tables;
+    for (int32_t i = 0; i < blocks0; ++i) tables.push_back(phys[static_cast<size_t>(i)]);
+    table_begin.push_back(blocks0);
+    if (n1) {
+      tables.push_back(phys[0]);  // the shared prefix
+      for (int32_t i = 0; i < blocks1; ++i) tables.push_back(phys[static_cast<size_t>(blocks0 + i)]);
+      table_begin.push_back(static_cast<int32_t>(tables.size()));
+    }
+    for (size_t e = 0; e < tables.size(); ++e) {
+      const bool second = table_begin.size() > 2 && static_cast<int32_t>(e) >= table_begin[1];
+      const int32_t first_pos = static_cast<int32_t>(second ? e - static_cast<size_t>(table_begin[1]) : e) * bs;
+      for (int32_t k = 0; k < bs; ++k)
+        if (first_pos + k < (second ? n1 : n0)) cell_pos[static_cast<size_t>(tables[e] * bs + k)] = first_pos + k;
+    }
+    std::vector<int32_t> tok_pos, tok_seq;
+    for (int32_t p = n1 - static_cast<int32_t>(sp.t1); p < n1; ++p) tok_pos.push_back(p), tok_seq.push_back(1);
+    for (int32_t p = n0 - static_cast<int32_t>(sp.t0); p < n0; ++p) tok_pos.push_back(p), tok_seq.push_back(0);
+    const int64_t T = static_cast<int64_t>(tok_pos.size());
+    Tensor kc = c.buf.tensor(sp.cache, sp.hd_k * sp.nkv, cells), vc = c.buf.tensor(sp.cache, sp.hd_v * sp.nkv, cells);
+    fill_random(kc, rng);
+    fill_random(vc, rng);
+    Tensor* batch = input_i32(c, pack_attention(tok_pos, tok_seq, cell_pos, bs, table_begin, tables));
+    Tensor* q = input(c, DType::F32, rng, sp.hd_k, sp.nh, T);
+    Tensor* sinks = sp.sinks ? input(c, DType::F32, rng, sp.nh) : nullptr;
+    Tensor* dst = output(c, sp.hd_v, sp.nh, T);
+    c.g.add(Op::ATTENTION, dst, q, c.g.external(kc), c.g.external(vc), sinks, batch).params =
+        AttentionParams{.scale = 0.3f, .softcap = sp.softcap, .window = sp.window};
+    // The kernel's sum of exp(s - max) is rescaled as the max grows, so it differs from the
+    // reference's in the last bits, and now and then a p rounds to the next f16: an output moves
+    // by that p's f16 step times a V value (about 1.5e-5 here; the CPU's float sums do the same).
+    // A wrong mask, cell or rescale is off by the output's size, about 0.05.
+    check_case(c, 1e-4, 1e-4);
+  }
+}
+
 // Rows drawn from a few levels (many ties across the cut), with NaN, +-inf and signed zeros
 // sprinkled in; V from 1 to past a block's worth of chunks, k from 1 to 256 and to V.
 TEST_CASE("TOP_K: ties, NaN, infinities, signed zeros, tails") {

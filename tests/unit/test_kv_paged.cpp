@@ -200,5 +200,7 @@ TEST_CASE("paged KV: a shared 200-token prefix is computed once and gives the sa
   double md = 0;
   for (int32_t i = 0; i < V; ++i) md = std::max(md, std::fabs(double(shared[i]) - ref.value()[i]));
   MESSAGE("shared-prefix vs alone: max |diff| " << md);
-  CHECK(md <= 1e-5);
+  // Not bit for bit on CUDA: the 220 tokens alone take its tensor-core prefill attention, the
+  // shared run's 28-token suffix the decode path (4e-5 measured on the emulator).
+  CHECK(md <= 2e-4);
 }
