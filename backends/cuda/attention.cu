@@ -16,7 +16,7 @@ struct AttnArgs {
   int64_t n_head, group, hd_k, hd_v;
   float scale, softcap;
   int32_t window;
-  bool f16_k, f16_v;
+  int k_kind, v_kind;  // CacheKind
 };
 
 __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg vc, const float* sinks,
@@ -30,7 +30,7 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
   const int32_t tt = static_cast<int32_t>(t), nc = b.n_cells_of(tt);
   float* scores = scores_all + blockIdx.x * max_cells;
   const float* qp = reinterpret_cast<const float*>(q.row(h, t, 0));
-  for (int64_t d = threadIdx.x; d < a.hd_k; d += blockDim.x) qr[d] = a.f16_k ? round_half(qp[d]) : qp[d];
+  for (int64_t d = threadIdx.x; d < a.hd_k; d += blockDim.x) qr[d] = a.k_kind != kCacheF32 ? round_half(qp[d]) : qp[d];
   __syncthreads();
 
   float mx = -INFINITY;
@@ -41,7 +41,7 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
       continue;
     }
     double dot = 0;
-    for (int64_t d = 0; d < a.hd_k; ++d) dot += static_cast<double>(qr[d]) * cache_at(kc, c, kvh * a.hd_k + d, a.f16_k);
+    for (int64_t d = 0; d < a.hd_k; ++d) dot += static_cast<double>(qr[d]) * cache_at(kc, c, kvh * a.hd_k + d, a.k_kind);
     const float sd = static_cast<float>(dot);
     const float s = a.softcap > 0 ? a.softcap * tanhf(sd * a.scale / a.softcap) : sd * a.scale;
     scores[i] = s;
@@ -65,8 +65,8 @@ __global__ void attention_kernel(TensorArg dst, TensorArg q, TensorArg kc, Tenso
     for (int32_t i = 0; i < nc; ++i) {
       if (scores[i] == 0.0f) continue;
       float p = static_cast<float>(scores[i] / sum);
-      if (a.f16_v) p = round_half(p);
-      acc += p * cache_at(vc, b.cell(tt, i), kvh * a.hd_v + d, a.f16_v);
+      if (a.v_kind != kCacheF32) p = round_half(p);
+      acc += p * cache_at(vc, b.cell(tt, i), kvh * a.hd_v + d, a.v_kind);
     }
     out[d] = acc;
   }
@@ -85,7 +85,7 @@ Status run_attention(const Node& n, Stream& s) {
   a.hd_v = n.dst->ne[0];
   a.group = a.n_head / (kc->ne[0] / a.hd_k);
   a.scale = ap.scale, a.softcap = ap.softcap, a.window = ap.window;
-  a.f16_k = kc->type == DType::F16, a.f16_v = vc->type == DType::F16;
+  a.k_kind = cache_kind(kc->type), a.v_kind = cache_kind(vc->type);
   // The packed batch's max_cells sizes the scores; the host image is not at hand here, so the
   // cache's cell count bounds it.
   const int64_t max_cells = kc->ne[1];

@@ -28,7 +28,7 @@ struct DecodeArgs {
   int64_t n_head, group, hd_k, hd_v, max_cells, n_split;
   float scale, softcap;
   int32_t window;
-  bool f16_k, f16_v;
+  int k_kind, v_kind;  // CacheKind
 };
 
 __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, DecodeArgs a, float* scores) {
@@ -38,7 +38,7 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
   const int64_t kvh = blockIdx.y, h0 = kvh * a.group;
   for (int64_t i = threadIdx.x; i < a.group * a.hd_k; i += blockDim.x) {
     const float v = reinterpret_cast<const float*>(q.row(h0 + i / a.hd_k, t, 0))[i % a.hd_k];
-    qs[i] = a.f16_k ? round_half(v) : v;
+    qs[i] = a.k_kind != kCacheF32 ? round_half(v) : v;
   }
   __syncthreads();
   // A warp per cell: the lanes read its K row together (coalesced), each dotting its share of
@@ -56,7 +56,7 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
     double dot[kMaxGroup];
     for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0;
     for (int64_t d = lane; d < a.hd_k; d += 32) {
-      const double k = cache_at(kc, c, kvh * a.hd_k + d, a.f16_k);
+      const double k = cache_at(kc, c, kvh * a.hd_k + d, a.k_kind);
       for (int g = 0; g < kMaxGroup; ++g)
         if (g < a.group) dot[g] += static_cast<double>(qs[g * a.hd_k + d]) * k;
     }
@@ -108,7 +108,7 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
       const float s = scores[(t * a.n_head + h) * a.max_cells + i0 + i];
       const float e = isinf(s) ? 0.0f : expf(s - maxes[t * a.n_head + h]);
       p = static_cast<float>(e / sums[t * a.n_head + h]);
-      if (a.f16_v) p = round_half(p);
+      if (a.v_kind != kCacheF32) p = round_half(p);
       if (e == 0.0f) p = 0.0f;
     }
     ps[j] = p;
@@ -127,7 +127,7 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
         use[u] = false;
         if (i + u < n)
           for (int g = 0; g < kMaxGroup; ++g) use[u] |= g < a.group && ps[g * kSplit + i + u] != 0.0f;
-        v[u] = use[u] ? cache_at(vc, b.cell(t, i0 + i + u), kvh * a.hd_v + d, a.f16_v) : 0.0f;
+        v[u] = use[u] ? cache_at(vc, b.cell(t, i0 + i + u), kvh * a.hd_v + d, a.v_kind) : 0.0f;
       }
       for (int u = 0; u < kAhead; ++u) {
         if (!use[u]) continue;
@@ -160,7 +160,7 @@ DecodeArgs decode_args(const Node& n) {
   a.max_cells = kc->ne[1];  // bounds the packed batch's max_cells, which only the device holds
   a.n_split = (a.max_cells + kSplit - 1) / kSplit;
   a.scale = ap.scale, a.softcap = ap.softcap, a.window = ap.window;
-  a.f16_k = kc->type == DType::F16, a.f16_v = vc->type == DType::F16;
+  a.k_kind = cache_kind(kc->type), a.v_kind = cache_kind(vc->type);
   return a;
 }
 

@@ -17,9 +17,10 @@
 // makes one pass pair per sequence among its tokens, over that sequence's block table, and a
 // token takes cells only in its own.
 //
-// F16 caches with head sizes up to 256 (padded to 64, 128 or 256); batches of more than
-// kDecodeBatchCols tokens (kernels.h: up to that size, a token's attention is computed exactly
-// as in decode). Everything else stays on attention.cu's kernel.
+// F16 and FP8 caches (FP8 bytes widened to f16 as they are staged) with head sizes up to 256
+// (padded to 64, 128 or 256); batches of more than kDecodeBatchCols tokens (kernels.h: up to that
+// size, a token's attention is computed exactly as in decode). Everything else stays on
+// attention.cu's kernel.
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ptx.cuh"
 
@@ -34,22 +35,40 @@ struct FlashArgs {
   int32_t n_tokens, group, hd_k, hd_v;
   float scale, softcap;
   int32_t window;
-  bool vec16;  // K and V rows 16-byte aligned with head sizes a multiple of 8: 16-byte loads
+  bool f8;   // an FP8 cache (E4M3 bytes, each exactly an f16 value), else F16
+  bool vec;  // head sizes a multiple of 8 and rows aligned to 8 values: 16-byte (8 for FP8) loads
 };
 
-// One row of nw 32-bit words (f16 pairs) of a cache row from `src`, zeros past `n` halves.
+// One row of nw 32-bit words (f16 pairs) of a cache row from `src`, zeros past `n` values. An FP8
+// row's bytes are widened to the f16 values they are.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t lo, uint32_t hi) {
+  return static_cast<uint32_t>(float_to_half(bits_to_float(e4m3_to_fp32_bits(static_cast<uint8_t>(lo))))) |
+         (static_cast<uint32_t>(float_to_half(bits_to_float(e4m3_to_fp32_bits(static_cast<uint8_t>(hi))))) << 16);
+}
 __device__ __forceinline__ void stage_row(uint32_t* dst, const uint8_t* src, int n, int nw, int lane_in, int lanes,
-                                          bool vec16) {
-  if (vec16) {
+                                          const FlashArgs& a) {
+  if (a.vec) {
     for (int w = 4 * lane_in; w < nw; w += 4 * lanes) {
       uint4 v = {0, 0, 0, 0};
-      if (2 * w < n) v = *reinterpret_cast<const uint4*>(src + 4 * w);
+      if (2 * w < n) {
+        if (a.f8) {
+          const uint2 b = *reinterpret_cast<const uint2*>(src + 2 * w);
+          v = {e4m3x2_to_f16x2(b.x, b.x >> 8), e4m3x2_to_f16x2(b.x >> 16, b.x >> 24), e4m3x2_to_f16x2(b.y, b.y >> 8),
+               e4m3x2_to_f16x2(b.y >> 16, b.y >> 24)};
+        } else {
+          v = *reinterpret_cast<const uint4*>(src + 4 * w);
+        }
+      }
       dst[w] = v.x, dst[w + 1] = v.y, dst[w + 2] = v.z, dst[w + 3] = v.w;
     }
     return;
   }
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
   for (int w = lane_in; w < nw; w += lanes) {
+    if (a.f8) {
+      dst[w] = e4m3x2_to_f16x2(2 * w < n ? src[2 * w] : 0u, 2 * w + 1 < n ? src[2 * w + 1] : 0u);
+      continue;
+    }
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
     const uint32_t lo = 2 * w < n ? h[2 * w] : 0u, hi = 2 * w + 1 < n ? h[2 * w + 1] : 0u;
     dst[w] = lo | (hi << 16);
   }
@@ -147,9 +166,10 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
             for (int w = tid % 8; w < D / 2; w += 8) kd_row[w] = 0, vd_row[w] = 0;
             continue;
           }
-          stage_row(kd_row, kc.data + c * kc.nb[1] + kvh * a.hd_k * 2, a.hd_k, D / 2, tid % 8, 8, a.vec16);
+          const int elem = a.f8 ? 1 : 2;
+          stage_row(kd_row, kc.data + c * kc.nb[1] + kvh * a.hd_k * elem, a.hd_k, D / 2, tid % 8, 8, a);
           if (phase == 1)
-            stage_row(vd_row, vc.data + c * vc.nb[1] + kvh * a.hd_v * 2, a.hd_v, D / 2, tid % 8, 8, a.vec16);
+            stage_row(vd_row, vc.data + c * vc.nb[1] + kvh * a.hd_v * elem, a.hd_v, D / 2, tid % 8, 8, a);
         }
         __syncthreads();
 
@@ -257,10 +277,12 @@ FlashArgs flash_args(const Node& n) {
   a.hd_v = static_cast<int32_t>(n.dst->ne[0]);
   a.group = static_cast<int32_t>(q->ne[1] / (kc->ne[0] / a.hd_k));
   a.scale = ap.scale, a.softcap = ap.softcap, a.window = ap.window;
-  const auto aligned = [](const Tensor* t) {
-    return reinterpret_cast<uintptr_t>(t->data) % 16 == 0 && t->nb[1] % 16 == 0;
+  a.f8 = kc->type == DType::F8_E4M3;
+  const size_t chunk = a.f8 ? 8 : 16;  // bytes of 8 values
+  const auto aligned = [&](const Tensor* t) {
+    return reinterpret_cast<uintptr_t>(t->data) % chunk == 0 && t->nb[1] % chunk == 0;
   };
-  a.vec16 = a.hd_k % 8 == 0 && a.hd_v % 8 == 0 && aligned(kc) && aligned(vc);
+  a.vec = a.hd_k % 8 == 0 && a.hd_v % 8 == 0 && aligned(kc) && aligned(vc);
   return a;
 }
 
@@ -269,7 +291,9 @@ FlashArgs flash_args(const Node& n) {
 bool attention_flash_applies(const Node& n) {
   if (reference_kernels_only()) return false;
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
-  return q->ne[2] > kDecodeBatchCols && kc->type == DType::F16 && vc->type == DType::F16 &&
+  const bool f16 = kc->type == DType::F16 && vc->type == DType::F16;
+  const bool f8 = kc->type == DType::F8_E4M3 && vc->type == DType::F8_E4M3;
+  return q->ne[2] > kDecodeBatchCols && (f16 || f8) &&
          q->ne[0] <= kMaxHead && n.dst->ne[0] <= kMaxHead && q->ne[1] <= 65535;
 }
 

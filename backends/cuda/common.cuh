@@ -21,6 +21,7 @@
 #endif
 
 #include "core/status.h"
+#include "tensor/quants/fp8.h"
 #include "tensor/graph.h"
 
 // Unroll the next loop: its trip count is a constant, and it indexes register arrays (a loop left
@@ -138,10 +139,19 @@ struct TensorArg {
 };
 TensorArg arg(const Tensor* t);  // an absent (null) tensor gives data == nullptr
 
-// Value k of cell `cell` of a KV cache tensor (F16 or F32 rows; a view keeps its row stride).
-__device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int64_t k, bool f16) {
+// A KV cache's element type as the attention kernels read it: F32, F16, or FP8 E4M3 bytes (each
+// exactly an f16 value; queries and probabilities are rounded to f16 for both).
+enum CacheKind : int { kCacheF32 = 0, kCacheF16 = 1, kCacheF8 = 2 };
+inline CacheKind cache_kind(DType t) {
+  return t == DType::F16 ? kCacheF16 : t == DType::F8_E4M3 ? kCacheF8 : kCacheF32;
+}
+inline bool is_cache_type(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::F8_E4M3; }
+// Value k of cell `cell` of a KV cache tensor of that kind (a view keeps its row stride).
+__device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int64_t k, int kind) {
   const uint8_t* row = c.data + cell * c.nb[1];
-  return f16 ? half_to_float(reinterpret_cast<const uint16_t*>(row)[k]) : reinterpret_cast<const float*>(row)[k];
+  if (kind == kCacheF16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[k]);
+  if (kind == kCacheF8) return bits_to_float(e4m3_to_fp32_bits(row[k]));
+  return reinterpret_cast<const float*>(row)[k];
 }
 
 // A block-wide reduction over blockDim.x threads (a multiple of 32, at most 1024): every thread

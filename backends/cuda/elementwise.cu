@@ -56,15 +56,16 @@ __global__ void moe_sum_kernel(TensorArg dst, TensorArg x, TensorArg w) {
   }
 }
 
-// Column t of x [R, T] into cache row slots[t] (F16 or F32).
-__global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slots, bool f16) {
+// Column t of x [R, T] into cache row slots[t] (CacheKind: F16, F32, or E4M3 bytes, saturating).
+__global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slots, int kind) {
   const int64_t R = x.ne[0], n = R * x.ne[1];
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t k = i % R, t = i / R;
     const float v = x.f32(t)[k];
     uint8_t* row = cache.data + slots[t] * cache.nb[1];
-    if (f16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
+    if (kind == kCacheF16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
+    else if (kind == kCacheF8) row[k] = e4m3_from_fp32_bits(float_to_bits(v));
     else reinterpret_cast<float*>(row)[k] = v;
   }
 }
@@ -130,7 +131,7 @@ Status run_moe_sum(const Node& n, Stream& s) {
 Status run_kv_store(const Node& n, Stream& s) {
   return KS_LAUNCH(kv_store_kernel, dim3(grid_for(n.src[1]->n_elements())), dim3(kThreads), 0, s.stream,
                    arg(n.src[0]), arg(n.src[1]), static_cast<const int32_t*>(n.src[2]->data),
-                   n.src[0]->type == DType::F16);
+                   static_cast<int>(cache_kind(n.src[0]->type)));
 }
 
 Status run_get_rows(const Node& n, Stream& s) {

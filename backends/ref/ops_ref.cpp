@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "tensor/quants/fp8.h"
 
 namespace kestrel::ref {
 namespace {
@@ -87,6 +88,8 @@ void kv_store(const Node& n, int64_t i0, int64_t i1) {
     if (cache->type == DType::F16) {
       uint16_t* d = reinterpret_cast<uint16_t*>(dst);
       for (int64_t k = 0; k < R; ++k) d[k] = fp32_to_fp16(x[k]);
+    } else if (cache->type == DType::F8_E4M3) {
+      for (int64_t k = 0; k < R; ++k) dst[k] = e4m3_from_fp32_bits(fp32_to_bits(x[k]));
     } else {
       std::memcpy(dst, x, R * sizeof(float));
     }
@@ -96,6 +99,7 @@ void kv_store(const Node& n, int64_t i0, int64_t i1) {
 float cache_value(const Tensor* c, int64_t cell, int64_t k) {
   const uint8_t* row = c->row(cell);
   if (c->type == DType::F16) return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[k]);
+  if (c->type == DType::F8_E4M3) return fp32_from_bits(e4m3_to_fp32_bits(row[k]));
   return reinterpret_cast<const float*>(row)[k];
 }
 
@@ -109,7 +113,9 @@ void attention(const Node& n, int64_t i0, int64_t i1) {
   const AttentionParams& ap = n.param<AttentionParams>();
   const float scale = ap.scale, softcap = ap.softcap;
   const int32_t window = ap.window;
-  const bool f16_kv = kc->type == DType::F16;
+  // An FP8 cache is read as the F16 values its bytes are (every E4M3 value is one): queries and
+  // probabilities are rounded to f16 for it too.
+  const bool f16_kv = kc->type != DType::F32;
   std::vector<float> qr(hd_k), scores(static_cast<size_t>(b.max_cells));
   std::vector<double> acc(hd_v);
   for (int64_t item = i0; item < i1; ++item) {
@@ -144,7 +150,7 @@ void attention(const Node& n, int64_t i0, int64_t i1) {
       if (scores[i] == 0.0f) continue;
       const int32_t c = b.cell(tt, i);
       float p = static_cast<float>(scores[i] / sum);
-      if (vc->type == DType::F16) p = round_fp16(p);
+      if (vc->type != DType::F32) p = round_fp16(p);
       for (int64_t d = 0; d < hd_v; ++d) acc[d] += static_cast<double>(p) * cache_value(vc, c, kvh * hd_v + d);
     }
     float* out = n.dst->f32(h, t);

@@ -34,6 +34,8 @@ int main(void) {
   ENUM_BEGIN(kestrel_log_level)
   VALUE(KESTREL_LOG_DEBUG) VALUE(KESTREL_LOG_INFO) VALUE(KESTREL_LOG_WARN) VALUE(KESTREL_LOG_ERROR)
   VALUE(KESTREL_LOG_NONE) ENUM_END
+  ENUM_BEGIN(kestrel_kv_type)
+  VALUE(KESTREL_KV_F16) VALUE(KESTREL_KV_F32) VALUE(KESTREL_KV_F8_E4M3) ENUM_END
   ENUM_BEGIN(kestrel_spec_mode)
   VALUE(KESTREL_SPEC_NONE) VALUE(KESTREL_SPEC_DRAFT) VALUE(KESTREL_SPEC_NGRAM) ENUM_END
   ENUM_BEGIN(kestrel_finish_reason)
@@ -50,10 +52,10 @@ int main(void) {
          FIELD(kestrel_chat_options, tools_json) FIELD(kestrel_chat_options, extra_context_json)
          FIELD(kestrel_chat_options, bos_token) FIELD(kestrel_chat_options, eos_token)
          FIELD(kestrel_chat_options, add_generation_prompt))
-  STRUCT(kestrel_context_options, n_threads,
+  STRUCT(kestrel_context_options, kv_type,
          FIELD(kestrel_context_options, struct_size) FIELD(kestrel_context_options, n_ctx)
          FIELD(kestrel_context_options, n_batch) FIELD(kestrel_context_options, n_seq_max)
-         FIELD(kestrel_context_options, n_threads))
+         FIELD(kestrel_context_options, n_threads) FIELD(kestrel_context_options, kv_type))
   STRUCT(kestrel_batch, logits,
          FIELD(kestrel_batch, n_tokens) FIELD(kestrel_batch, tokens) FIELD(kestrel_batch, positions)
          FIELD(kestrel_batch, seq_ids) FIELD(kestrel_batch, logits))
@@ -80,11 +82,11 @@ int main(void) {
          FIELD(kestrel_generate_options, speculative) FIELD(kestrel_generate_options, draft)
          FIELD(kestrel_generate_options, spec_stats) FIELD(kestrel_generate_options, stop_strings)
          FIELD(kestrel_generate_options, n_stop_strings))
-  STRUCT(kestrel_engine_options, speculative,
+  STRUCT(kestrel_engine_options, kv_type,
          FIELD(kestrel_engine_options, struct_size) FIELD(kestrel_engine_options, n_ctx)
          FIELD(kestrel_engine_options, n_parallel) FIELD(kestrel_engine_options, n_batch)
          FIELD(kestrel_engine_options, n_threads) FIELD(kestrel_engine_options, draft_model)
-         FIELD(kestrel_engine_options, speculative))
+         FIELD(kestrel_engine_options, speculative) FIELD(kestrel_engine_options, kv_type))
   STRUCT(kestrel_request_result, n_accepted,
          FIELD(kestrel_request_result, struct_size) FIELD(kestrel_request_result, finish)
          FIELD(kestrel_request_result, status) FIELD(kestrel_request_result, n_prompt)

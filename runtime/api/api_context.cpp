@@ -6,6 +6,20 @@
 using kestrel::api::fail;
 using kestrel::api::guard;
 
+namespace kestrel::api {
+
+Status to_kv_type(kestrel_kv_type in, const char* where, DType* out) {
+  switch (in) {
+    case KESTREL_KV_F16: *out = DType::F16; return Status::Ok();
+    case KESTREL_KV_F32: *out = DType::F32; return Status::Ok();
+    case KESTREL_KV_F8_E4M3: *out = DType::F8_E4M3; return Status::Ok();
+  }
+  return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(where) + ": kv_type " + std::to_string(static_cast<int>(in)) +
+                                                 " is not a kestrel_kv_type (F16 0, F32 1, F8_E4M3 2)");
+}
+
+}  // namespace kestrel::api
+
 extern "C" {
 
 void kestrel_context_options_init(kestrel_context_options* o) {
@@ -16,6 +30,7 @@ void kestrel_context_options_init(kestrel_context_options* o) {
   o->n_batch = 512;
   o->n_seq_max = 1;
   o->n_threads = 0;
+  o->kv_type = KESTREL_KV_F16;
 }
 
 kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_context_options* opts,
@@ -37,6 +52,8 @@ kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_con
     co.n_batch = static_cast<int32_t>(o.n_batch);
     co.n_seq_max = static_cast<int32_t>(o.n_seq_max);
     co.n_threads = o.n_threads;
+    const kestrel::Status kv = kestrel::api::to_kv_type(o.kv_type, "kestrel_context_new", &co.kv_type);
+    if (!kv.ok()) return fail(kv);
     auto c = kestrel::Context::create(*model->model, co);
     if (!c.ok()) return fail(c.status());
     *out = new kestrel_context{model, std::move(c.value())};

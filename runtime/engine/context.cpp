@@ -13,9 +13,10 @@ namespace {
 
 // The KV cache's bytes (64-bit, saturating) against the memory of a host backend: a context that
 // cannot fit is refused before anything is allocated, naming where n_ctx came from.
-Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name) {
+Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name,
+                       DType kv_type) {
   if (!device.info().host_memory) return Status::Ok();  // device memory: its allocator says
-  const uint64_t per_token = layout.bytes_per_token(2);    // F16 cells
+  const uint64_t per_token = layout.bytes_per_token(dtype_info(kv_type).type_size);
   const uint64_t need = limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
                                         limits::mul_sat(8, static_cast<uint64_t>(n_ctx)));  // positions, tokens
   const uint64_t have = limits::physical_memory();
@@ -53,7 +54,10 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   const int threads = opts.n_threads > 0 ? opts.n_threads : model.options().n_threads;
   KS_RETURN_IF_ERROR(limits::check_threads("context: n_threads", threads));
   const KvLayout layout = model.kv_layout();
-  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name));
+  if (opts.kv_type != DType::F16 && opts.kv_type != DType::F32 && opts.kv_type != DType::F8_E4M3)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: kv_type ") + dtype_name(opts.kv_type) +
+                                                   " is not a KV cache type (f16, f32 or f8_e4m3)");
+  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name, opts.kv_type));
   auto executor = model.device().create_executor(threads);
   if (!executor.ok()) return Error(executor.status().code(), "context: " + executor.status().message());
   c->executor_ = std::move(executor.value());
@@ -63,6 +67,7 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   ko.k_rows = layout.k_rows;
   ko.v_rows = layout.v_rows;
   ko.v_in_k = layout.v_in_k;
+  ko.type = opts.kv_type;
   auto kv = KvCache::create(ko, model.device());
   if (!kv.ok()) return kv.status();
   c->kv_ = std::move(kv.value());

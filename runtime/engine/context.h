@@ -21,6 +21,9 @@ struct ContextOptions {
   // Keep the final hidden state (the output norm's input) of every row that gets logits: the
   // hook for drafters that read the target's features (EAGLE, MTP heads).
   bool capture_hidden = false;
+  // The KV cache's element type: F16 (default), F32, or F8_E4M3 (plain E4M3 bytes, half of F16's
+  // memory; values beyond ±448 saturate; docs/LOW_PRECISION.md).
+  DType kv_type = DType::F16;
 };
 
 // One decode request. Empty positions / seq_ids / want_logits take the C API's defaults.

@@ -335,6 +335,9 @@ Status Parser::parse_tensor_info(TensorInfo* t, uint64_t index) {
     return format(ctx + ": unknown type id " + to_string(type_id) + " at offset " +
                   to_string(pos - 4));
   }
+  if (ti->type == DType::F8_E4M3)
+    return fail(KESTREL_ERR_UNSUPPORTED, ctx + ": type f8_e4m3 (id " + to_string(type_id) +
+                                             ") is Kestrel's KV cache type, not a weight type");
   t->type = ti->type;
   KS_RETURN_IF_ERROR(read(&t->offset, ctx, "data offset"));
 

@@ -52,8 +52,9 @@
 extern "C" {
 #endif
 
-/* 2: speculative decoding (options, stats, result fields); 3: stop strings; 4: chat_tokenize */
-#define KESTREL_API_VERSION 4
+/* 2: speculative decoding (options, stats, result fields); 3: stop strings; 4: chat_tokenize;
+ * 5: kv_type (the KV cache's element type) in the context and engine options */
+#define KESTREL_API_VERSION 5
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -177,12 +178,21 @@ KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, con
                                                  size_t *n_tokens);
 
 /* ---- context ----------------------------------------------------------------------------- */
+/* The KV cache's element type (API version 5). F8_E4M3: one OCP E4M3 byte per value, no scale,
+ * half the memory of F16; values beyond +-448 saturate (docs/LOW_PRECISION.md). */
+typedef enum kestrel_kv_type {
+  KESTREL_KV_F16 = 0, /* default */
+  KESTREL_KV_F32 = 1,
+  KESTREL_KV_F8_E4M3 = 2
+} kestrel_kv_type;
+
 typedef struct kestrel_context_options {
   uint32_t struct_size;
   uint32_t n_ctx;     /* KV cache size in tokens; 0 = the model's training context */
   uint32_t n_batch;   /* most tokens per decode call (default 512) */
   uint32_t n_seq_max; /* most distinct sequence ids (default 1) */
   int32_t n_threads;  /* 0 = the model's setting */
+  kestrel_kv_type kv_type; /* API version 5; default KESTREL_KV_F16 */
 } kestrel_context_options;
 
 KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
@@ -328,6 +338,7 @@ typedef struct kestrel_engine_options {
   int32_t n_threads;   /* 0: the model's setting */
   const kestrel_model *draft_model;        /* drafts for SPEC_DRAFT requests; outlives the engine */
   const kestrel_spec_options *speculative; /* the requests' default (NULL: none); copied */
+  kestrel_kv_type kv_type;                 /* API version 5; default KESTREL_KV_F16 (the draft's too) */
 } kestrel_engine_options;
 
 typedef enum kestrel_finish_reason {

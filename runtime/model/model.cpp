@@ -233,6 +233,7 @@ std::string Model::describe_json() const {
         {"weights_bytes_active", weight_bytes_ - unused_expert_share(*file_, h).second},  // read per token
         {"kv_bytes_per_token", kv_per_token},
         {"kv_bytes_per_token_full_kv", kv_full_per_token},
+        {"kv_bytes_per_token_f8_e4m3", layout.bytes_per_token(1)},  // --kv-type f8_e4m3
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
         {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab},
         // The backend's load-time placement (Device::place_weights): the CPU's huge pages and

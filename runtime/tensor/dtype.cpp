@@ -31,6 +31,8 @@ constexpr DTypeInfo kTypes[] = {
     {DType::NVFP4, "nvfp4", 64, 36, true, dequantize_nvfp4, quantize_nvfp4, DType::Q8_0},
     // W8A8: activations are FP8 blocks too, so the tensor cores' FP8 products match the reference.
     {DType::FP8_E4M3, "fp8_e4m3", 128, 132, true, dequantize_fp8_e4m3, quantize_fp8_e4m3, DType::FP8_E4M3},
+    // The FP8 KV cache: one E4M3 byte per value, no scale (values beyond ±448 saturate).
+    {DType::F8_E4M3, "f8_e4m3", 1, 1, false, dequantize_f8_e4m3, quantize_f8_e4m3, DType::F16},
     {DType::I8, "i8", 1, 1, false, nullptr, nullptr, DType::I8},
     {DType::I16, "i16", 1, 2, false, nullptr, nullptr, DType::I16},
     {DType::I32, "i32", 1, 4, false, nullptr, nullptr, DType::I32},

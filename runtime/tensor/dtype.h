@@ -34,6 +34,8 @@ enum class DType : uint32_t {
   // 'K' << 24, far from GGML's (which grow one at a time); llama.cpp refuses a tensor of such a type
   // by name.
   FP8_E4M3 = 0x4B000001,
+  // Plain E4M3 bytes, no scale: a KV cache type only (ContextOptions::kv_type), refused in files.
+  F8_E4M3 = 0x4B000002,
   // Ids a backend may give its private arrangements of a type's bytes inside its kernels (the CPU's
   // regrouped rows: Tensor::layout). Never in a file, not in the type table: a tensor keeps its
   // file type, and only the backend that placed it maps it to one of these.

@@ -26,12 +26,13 @@ namespace {
 // Logits of a 12-token prompt (every position) followed by 3 single-token decode steps.
 // From the bytes in memory, or (path given) from that file, mapped.
 std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string& backend, int threads,
-                             const std::string& path = "") {
+                             const std::string& path = "", DType kv_type = DType::F16) {
   auto file = path.empty() ? gguf::File::from_bytes(gguf, "<synth>") : gguf::File::open(path);
   REQUIRE_MESSAGE(file.ok(), file.status().to_string());
   ContextOptions co;
   co.n_ctx = 64;
   co.n_threads = threads;
+  co.kv_type = kv_type;
   const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
   Context& c = *m.ctx;
   const std::vector<int32_t> prompt = {1, 17, 5, 42, 9, 9, 33, 60, 3, 21, 48, 12};
@@ -57,11 +58,13 @@ std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string
 
 // Logits of the last 8 positions of an 80-token prompt and of 2 decode steps after it. More than
 // 65 tokens in one step: CUDA's prefill attention runs on tensor cores (attention_flash.cu).
-std::vector<float> run_long_prompt(const std::vector<uint8_t>& gguf, const std::string& backend) {
+std::vector<float> run_long_prompt(const std::vector<uint8_t>& gguf, const std::string& backend,
+                                   DType kv_type = DType::F16) {
   auto file = gguf::File::from_bytes(gguf, "<synth>");
   REQUIRE_MESSAGE(file.ok(), file.status().to_string());
   ContextOptions co;
   co.n_ctx = 128;
+  co.kv_type = kv_type;
   const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
   Context& c = *m.ctx;
   constexpr int32_t kLen = 80, kKept = 8;
@@ -172,6 +175,56 @@ TEST_CASE("synthetic models: an 80-token prompt (CUDA's tensor-core prefill atte
       MESSAGE(std::string(tiny.name) << " q8_0, 80-token prompt: NMSE vs ref:" << errors);
     }
   }
+}
+
+// The FP8 KV cache (ContextOptions::kv_type = F8_E4M3): every backend against the reference with
+// the same cache type, for a 12-token prompt with decode steps (the decode kernels) and an
+// 80-token prompt (CUDA's tensor-core prefill). The cache holds half the bytes, and the logits
+// do move from the F16 cache's (E4M3 keeps 3 mantissa bits): the option takes effect.
+TEST_CASE("synthetic models: an FP8 KV cache on every backend vs ref") {
+  for (const ArchDef* arch : all_archs()) {
+    for (const TinyConfig& tiny : arch->tiny) {
+      CAPTURE(std::string(tiny.name));
+      const std::vector<uint8_t> bytes = synth(*arch, tiny, DType::Q8_0, 13).to_bytes();
+      const std::vector<float> want = run_model(bytes, "ref", 1, "", DType::F8_E4M3);
+      const std::vector<float> want_long = run_long_prompt(bytes, "ref", DType::F8_E4M3);
+      const double moved = nmse(want, run_model(bytes, "ref", 1));
+      CHECK(moved > 0);
+      std::string errors;
+      for (const std::string& backend : compiled_backends()) {
+        if (backend == "ref" || !create_device(backend).ok()) continue;
+        const double e = nmse(run_model(bytes, backend, 1, "", DType::F8_E4M3), want);
+        const double e_long = nmse(run_long_prompt(bytes, backend, DType::F8_E4M3), want_long);
+        CHECK_MESSAGE(e < 1e-6, std::string(tiny.name) << " " << backend << ": NMSE " << e);
+        CHECK_MESSAGE(e_long < 1e-3, std::string(tiny.name) << " " << backend << ", 80 tokens: NMSE " << e_long);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, " %s %.3g (80 tokens %.3g)", backend.c_str(), e, e_long);
+        errors += buf;
+      }
+      MESSAGE(std::string(tiny.name) << " q8_0, FP8 cache: NMSE vs ref:" << errors << "; vs the F16 cache " << moved);
+    }
+  }
+  // Half of the F16 cache's bytes; a type that is not a cache type is refused.
+  const std::vector<uint8_t> model = synth(*all_archs().front(), all_archs().front()->tiny.front(), DType::Q8_0, 13).to_bytes();
+  size_t bytes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    ContextOptions co;
+    co.n_ctx = 64;
+    co.kv_type = i == 0 ? DType::F16 : DType::F8_E4M3;
+    auto f = gguf::File::from_bytes(model, "<synth>");
+    REQUIRE(f.ok());
+    const test::CpuModel m = test::load_model_on("ref", std::move(f.value()), co);
+    bytes[i] = m.ctx->kv().bytes();
+    if (i == 1) {
+      ContextOptions bad = co;
+      bad.kv_type = DType::Q8_0;
+      auto c = Context::create(*m.model, bad);
+      REQUIRE_FALSE(c.ok());
+      CHECK(c.status().code() == KESTREL_ERR_INVALID_ARGUMENT);
+      CHECK(c.status().message().find("kv_type q8_0") != std::string::npos);
+    }
+  }
+  CHECK(bytes[1] * 2 == bytes[0]);
 }
 
 // A step that keeps only each row's best logits (DecodeBatch::top_k: the TOP_K op where the step

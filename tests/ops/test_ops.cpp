@@ -322,9 +322,11 @@ TEST_CASE("ROPE: normal and neox, partial rotation, frequency factors, YaRN") {
   }
 }
 
+// Every cache type: F16, F32 and FP8 (plain E4M3 bytes, KV_STORE rounding to nearest even and
+// saturating; attention reading them as the f16 values they are).
 TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-cap") {
   std::mt19937 rng(5);
-  for (DType cache_type : {DType::F16, DType::F32}) {
+  for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3}) {
     // variants 4-7: one token (decode splits heads, not tokens) and a head size with a scalar tail.
     for (int variant = 0; variant < 8; ++variant) {
       Case c;
@@ -378,11 +380,11 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
 // CUDA's decode attention (attention_decode.cu) splits the cache in pieces of 256 cells and reads
 // K and V once per kv head group; its part-1 kernel stays for more than 16 tokens. Paged block
 // tables (16 cells a block, out of order), 600 cells (three splits, the last partial), one to 20
-// tokens, groups of 1, 4 and 16 heads, windows, sinks and soft-capping, both cache types.
+// tokens, groups of 1, 4 and 16 heads, windows, sinks and soft-capping, F16, F32 and FP8 caches.
 TEST_CASE("ATTENTION: long paged caches, decode and prefill token counts, GQA groups") {
   std::mt19937 rng(17);
   const int32_t bs = 16, n_blocks = 39, cells = bs * n_blocks;  // 624 cells, 600 used by the table
-  for (DType cache_type : {DType::F16, DType::F32}) {
+  for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3}) {
     for (int variant = 0; variant < 6; ++variant) {
       const int64_t T = variant % 3 == 0 ? 1 : (variant % 3 == 1 ? 3 : 20);
       const int64_t nkv = variant < 3 ? 2 : 1, nh = variant < 3 ? 8 : 16, hd = variant < 3 ? 64 : 40;
@@ -412,7 +414,7 @@ TEST_CASE("ATTENTION: long paged caches, decode and prefill token counts, GQA gr
 }
 
 // Prefill: more than 65 tokens take CUDA's tensor-core kernel (attention_flash.cu) over an F16
-// cache; an F32 cache stays on the part-1 kernel. Paged tables of 16-cell blocks in shuffled
+// or FP8 cache; an F32 cache stays on the part-1 kernel. Paged tables of 16-cell blocks in shuffled
 // physical order, spare blocks of random data that no table lists, the last block partly empty.
 // With two sequences, the second shares the first's first block (a cached prefix) and its
 // tokens come first, so one 64-token tile of the batch holds both. Head sizes that fill the
@@ -432,6 +434,8 @@ TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, window
       {80, 0, 4, 1, 100, 100, 0, 230, false, 6.0f, DType::F16},   {66, 34, 2, 2, 256, 256, 0, 230, true, 0.0f, DType::F16},
       {70, 12, 4, 2, 64, 32, 20, 230, true, 3.0f, DType::F16},    {70, 0, 4, 2, 64, 64, 0, 230, true, 0.0f, DType::F32},
       {80, 0, 4, 2, 16, 16, 0, 0, false, 0.0f, DType::F16},
+      // The FP8 cache: 8-byte loads (head size 64), and byte loads (36) with a window and soft-cap.
+      {70, 30, 8, 2, 64, 64, 0, 230, true, 0.0f, DType::F8_E4M3}, {80, 0, 4, 2, 36, 36, 40, 230, false, 4.0f, DType::F8_E4M3},
   };
   std::mt19937 rng(29);
   const int32_t bs = 16;

@@ -103,6 +103,10 @@ TEST_CASE("kestrel info and tokenize") {
   CHECK(info["architecture"] == "llama");
   CHECK(info["hparams"]["n_layer"] == 5);
   CHECK(info["memory"]["kv_bytes_per_token"] == 5 * 2 * 32 * 2);
+  CHECK(info["memory"]["kv_bytes_per_token_f8_e4m3"] == 5 * 2 * 32);
+  const json fp8 = json::parse(run("info -m " + model + " -c 100 --kv-type f8_e4m3").out);
+  CHECK(fp8["memory"]["kv_type"] == "f8_e4m3");
+  CHECK(fp8["memory"]["kv_bytes_n_ctx"] == 100 * 5 * 2 * 32);
   r = run("tokenize -m " + model + " -p 'Once upon a time'");
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out).get<std::vector<int>>() == std::vector<int>{1, 403, 407, 261, 378});
@@ -196,6 +200,13 @@ TEST_CASE("kestrel run, serve and bench: speculative decoding options") {
   CHECK(kestrel::test::read_text_file(err).find("--draft") != std::string::npos);
   CHECK(run(base + " --spec ngram --spec-k 0", err).code == 2);
   CHECK(run("serve -m " + model + " --spec nope", err).code == 2);
+  // The FP8 KV cache: a run works; a type that is not one is a usage error naming the choices.
+  r = run("run -m " + model + " -p 'Once upon a time' -n 16 --temp 0 --kv-type f8_e4m3", err);
+  CHECK(r.code == 0);
+  CHECK_FALSE(r.out.empty());
+  CHECK(run(base + " --kv-type q8_0", err).code == 2);
+  CHECK(kestrel::test::read_text_file(err).find("f8_e4m3") != std::string::npos);
+  CHECK(run("serve -m " + model + " --kv-type bf16", err).code == 2);
   // bench: speculative generation against plain, and the verification cost, in the JSON.
   r = run("bench -m " + model + " -p 0 -n 16 -r 1 --json --draft " + draft);
   REQUIRE(r.code == 0);

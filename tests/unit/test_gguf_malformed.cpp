@@ -121,6 +121,9 @@ std::vector<Case> corpus() {
   // 1000 was once Kestrel's internal Q4_0_R8 id; no file may name it.
   c.push_back({"unknown tensor type id", one_tensor({8}, 1000, 0, 32), F,
                {"tensor 'w'", "unknown type id 1000"}});
+  // Kestrel's FP8 KV cache type has an id (0x4B000002) but is never a weight type.
+  c.push_back({"the KV cache's f8_e4m3 type", one_tensor({8}, 0x4B000002u, 0, 32), U,
+               {"tensor 'w'", "f8_e4m3", "KV cache type"}});
   c.push_back({"GGML type without kernels", one_tensor({256}, 16, 0, 66), U,
                {"tensor 'w'", "iq2_xxs", "id 16"}});
   c.push_back({"n_dims 0", one_tensor({}, 0, 0, 32), F, {"tensor 'w'", "n_dims 0"}});

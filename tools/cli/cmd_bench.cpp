@@ -99,6 +99,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions", "--spec-prompt"});
   opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
+  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   Args a(argc, argv, opts, {"--json", "--per-op"});
   a.required("--model");
   // Like llama-bench, -p and -n take comma-separated lists (0 skips that kind of test).
@@ -124,13 +125,18 @@ int cmd_bench(int argc, char** argv) {
   if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
   const bool as_json = a.has("--json");
   const SpecArgs spec = spec_from_args(a);
+  const kestrel_kv_type kv_type = kv_type_from_args(a);
 
   ModelPtr model = load_model_from_args(a);
   ModelPtr draft = load_draft_model(a, spec);
   const json desc = json::parse(describe(model.get()));
-  const ModelCost cost = model_cost(desc);
+  ModelCost cost = model_cost(desc);
   kestrel_context_options co;
   kestrel_context_options_init(&co);
+  co.kv_type = kv_type;
+  // The roofline's KV bytes per cached position for the cache type measured (info gives F16's).
+  if (co.kv_type == KESTREL_KV_F8_E4M3) cost.kv_bytes_per_token /= 2;
+  if (co.kv_type == KESTREL_KV_F32) cost.kv_bytes_per_token *= 2;
   co.n_ctx = static_cast<uint32_t>(n_max + 16);
   co.n_batch = static_cast<uint32_t>(n_prompt_max);
   co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));

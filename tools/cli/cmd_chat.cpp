@@ -120,6 +120,7 @@ void print_stats(const ChatTurnStats& s) {
 int cmd_chat(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
+  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict"});
   Args a(argc, argv, opts, {"--stats"});
   a.required("--model");
@@ -129,10 +130,12 @@ int cmd_chat(int argc, char** argv) {
   const std::string tmpl = a.has("--chat-template") ? read_file(a.str("--chat-template")) : "";
   const bool stats = a.has("--stats");
   const bool tty = isatty(STDIN_FILENO);
+  const kestrel_kv_type kv_type = kv_type_from_args(a);
 
   ModelPtr model = load_model_from_args(a);
   kestrel_context_options co;
   kestrel_context_options_init(&co);
+  co.kv_type = kv_type;
   // Default context: the training context, at most 4096 tokens (a 128K KV cache is gigabytes).
   const long long n_train = nlohmann::json::parse(describe(model.get()))["hparams"]["n_ctx_train"].get<long long>();
   co.n_ctx = static_cast<uint32_t>(n_ctx_arg > 0 ? n_ctx_arg : std::min<long long>(n_train, 4096));

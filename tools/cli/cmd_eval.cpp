@@ -51,16 +51,19 @@ nlohmann::json top_k(const float* logits, int32_t n, int k) {
 
 int cmd_eval(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
+  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   opts.insert(opts.end(), {"--tokens", "--n-predict", "--top", "-c,--ctx-size"});
   Args a(argc, argv, opts, {});
   const std::vector<kestrel_token> prompt = parse_ids(a.required("--tokens"));
   const int n_predict = static_cast<int>(a.integer("--n-predict", 32));
   const int k = static_cast<int>(a.integer("--top", 10));
   if (n_predict < 0 || k <= 0) throw UsageError("--n-predict must be >= 0 and --top > 0");
+  const kestrel_kv_type kv_type = kv_type_from_args(a);
   ModelPtr model = load_model_from_args(a);
 
   kestrel_context_options co;
   kestrel_context_options_init(&co);
+  co.kv_type = kv_type;
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
   ContextPtr ctx = new_context(model.get(), &co);
 

@@ -42,17 +42,18 @@ uint64_t kv_cells(int64_t n_ctx) {
 // What the model would take on a device backend, from its description (nothing placed yet):
 //  - weights: every tensor of the file, each rounded to 256 bytes (the CUDA backend's
 //    place_weights uploads them all into one allocation);
-//  - KV cache: memory.kv_bytes_per_token (F16 cells) x n_ctx rounded to whole blocks;
+//  - KV cache: kv_per_token (memory.kv_bytes_per_token for F16 cells, or the --kv-type's) x n_ctx
+//    rounded to whole blocks;
 //  - scratch: a context's arena for a 512-token step (memory.scratch_bytes_batch512: the widest
 //    live activations plus a row of logits) and its stream's kernel scratch, the larger of the
 //    attention scores (capped at 64 MiB a launch) and a matmul's input rounded to F32 for 512
 //    tokens (4 x 512 x the widest matmul input).
-json device_needs(const json& d, const DeviceMemory& dev, int64_t n_ctx) {
+json device_needs(const json& d, const DeviceMemory& dev, int64_t n_ctx, uint64_t kv_per_token) {
   const json& mem = d["memory"];
   const json& hp = d["hparams"];
   uint64_t weights = 0;
   for (const auto& t : d["tensors"]) weights += (t["bytes"].get<uint64_t>() + 255) / 256 * 256;
-  const uint64_t kv = mem.value("kv_bytes_per_token", uint64_t{0}) * kv_cells(n_ctx);
+  const uint64_t kv = kv_per_token * kv_cells(n_ctx);
   const uint64_t n_batch = 512;
   const uint64_t arena = mem.value("scratch_bytes_batch512", uint64_t{0});
   uint64_t widest = std::max(hp.value("n_embd", uint64_t{0}), hp.value("n_ff", uint64_t{0}));
@@ -87,7 +88,10 @@ json device_needs(const json& d, const DeviceMemory& dev, int64_t n_ctx) {
 int cmd_info(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.push_back("-c,--ctx-size");
+  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   Args a(argc, argv, opts, {});
+  const kestrel_kv_type kv_type = kv_type_from_args(a);
+  const char* kv_name = kv_type == KESTREL_KV_F8_E4M3 ? "f8_e4m3" : kv_type == KESTREL_KV_F32 ? "f32" : "f16";
   const std::string backend = a.str("--device", "auto");
   const long long n_ctx_arg = a.integer("--ctx-size", 0);
   if (a.has("--ctx-size") && (n_ctx_arg < 1 || n_ctx_arg > (1ll << 24)))
@@ -114,15 +118,24 @@ int cmd_info(int argc, char** argv) {
   json d = json::parse(desc, nullptr, false);
   const bool has_memory = !d.is_discarded() && d.contains("memory");
   const int64_t n_ctx = n_ctx_arg > 0 ? n_ctx_arg : (has_memory ? d["hparams"].value("n_ctx_train", int64_t{0}) : 0);
+  // KV bytes per token of the cache type asked for (the description gives F16's and FP8's).
+  uint64_t kv_per_token = 0;
+  if (has_memory) {
+    const uint64_t f16 = d["memory"].value("kv_bytes_per_token", uint64_t{0});
+    kv_per_token = kv_type == KESTREL_KV_F8_E4M3 ? d["memory"].value("kv_bytes_per_token_f8_e4m3", f16 / 2)
+                   : kv_type == KESTREL_KV_F32   ? 2 * f16
+                                                 : f16;
+  }
   if (has_memory && (dev.ok || n_ctx_arg > 0)) {
     if (n_ctx_arg > 0) {
       d["memory"]["n_ctx"] = n_ctx;
-      d["memory"]["kv_bytes_n_ctx"] = d["memory"].value("kv_bytes_per_token", uint64_t{0}) * static_cast<uint64_t>(n_ctx);
+      d["memory"]["kv_type"] = kv_name;
+      d["memory"]["kv_bytes_n_ctx"] = kv_per_token * static_cast<uint64_t>(n_ctx);
     }
     if (dev.ok) {
       // Loaded for reading only: the placement fields would describe the reference backend's.
       for (const char* k : {"backend", "weights_bytes_placed", "weights_bytes_regrouped"}) d["memory"].erase(k);
-      d["device"] = device_needs(d, dev, std::max<int64_t>(n_ctx, 1));
+      d["device"] = device_needs(d, dev, std::max<int64_t>(n_ctx, 1), kv_per_token);
     }
     std::printf("%s\n", d.dump(2, ' ', false, json::error_handler_t::replace).c_str());
   } else {
@@ -144,7 +157,7 @@ int cmd_info(int argc, char** argv) {
     std::string verdict = "fits, " + human_bytes(left) + " left";
     if (left < 0) {
       // The largest context that would fit beside the weights and scratch, if any.
-      const double kv_tok = d["memory"].value("kv_bytes_per_token", 0.0);
+      const double kv_tok = static_cast<double>(kv_per_token);
       const double room = static_cast<double>(dev.free) - x["weights_bytes"].get<double>() - x["scratch_bytes"].get<double>();
       char buf[96];
       if (room > 0 && kv_tok > 0)
@@ -155,9 +168,9 @@ int cmd_info(int argc, char** argv) {
     }
     std::fprintf(stderr, "device: %s (%s), %s total, %s free\n", dev.device.c_str(), dev.name.c_str(),
                  human_bytes(static_cast<double>(dev.total)).c_str(), human_bytes(static_cast<double>(dev.free)).c_str());
-    std::fprintf(stderr, "needs on it (not loaded): weights %s + KV cache %s (n_ctx %lld, F16) + scratch %s = %s: %s\n",
+    std::fprintf(stderr, "needs on it (not loaded): weights %s + KV cache %s (n_ctx %lld, %s) + scratch %s = %s: %s\n",
                  human_bytes(x["weights_bytes"].get<double>()).c_str(), human_bytes(x["kv_bytes"].get<double>()).c_str(),
-                 static_cast<long long>(x["n_ctx"].get<int64_t>()), human_bytes(x["scratch_bytes"].get<double>()).c_str(),
+                 static_cast<long long>(x["n_ctx"].get<int64_t>()), kv_name, human_bytes(x["scratch_bytes"].get<double>()).c_str(),
                  human_bytes(need).c_str(), verdict.c_str());
   }
   return 0;

@@ -19,11 +19,13 @@ int cmd_run(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
   opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
+  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "-c,--ctx-size"});
   Args a(argc, argv, opts, {"--no-add-special", "--parse-special"});
   // Every option is parsed before the (slow) load, so a typo fails at once.
   kestrel_context_options co;
   kestrel_context_options_init(&co);
+  co.kv_type = kv_type_from_args(a);
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
   const kestrel_sampler_options so = sampler_options_from_args(a);
   const SpecArgs spec = spec_from_args(a);

@@ -29,6 +29,7 @@ void print_help() {
       "  -c, --ctx N             KV cache tokens shared by all requests (default 0: min(model's, 4096))\n"
       "  --batch N               tokens per engine step (default 256)\n"
       "  --draft MODEL, --spec none|draft|ngram, --spec-k N   speculative decoding for every request\n"
+      "  --kv-type f16|f32|f8_e4m3   the KV cache's type (default f16; f8_e4m3: half the memory)\n"
       "limits (checked before any work; a client past one gets a 4xx error):\n"
       "  --max-body BYTES        largest request body (default %zu = %zu MiB; 413 beyond)\n"
       "  --max-json-depth N      deepest nesting of arrays/objects in a request body (default %d; 400 beyond)\n"
@@ -85,12 +86,14 @@ int cmd_serve(int argc, char** argv) {
                         "--max-connections", "--max-connections-per-client", "--http-threads"})
     options.push_back(o);
   options.insert(options.end(), kSpecOptions.begin(), kSpecOptions.end());
+  options.insert(options.end(), kCacheOptions.begin(), kCacheOptions.end());
   Args a(argc, argv, options, {"-h,--help"});
   if (a.has("--help")) {
     print_help();
     return 0;
   }
   const SpecArgs spec = spec_from_args(a);
+  const kestrel_kv_type kv_type = kv_type_from_args(a);
   server::ServerOptions so;
   so.host = a.str("--host", "127.0.0.1");
   so.port = static_cast<int>(in_range(a, "--port", 8080, 0, 65535));
@@ -114,6 +117,7 @@ int cmd_serve(int argc, char** argv) {
   so.model_id = a.str("--alias", slash == std::string::npos ? path : path.substr(slash + 1));
   kestrel_engine_options eo;
   kestrel_engine_options_init(&eo);
+  eo.kv_type = kv_type;
   eo.n_parallel = static_cast<uint32_t>(parallel);
   eo.n_ctx = static_cast<uint32_t>(ctx);
   eo.n_batch = static_cast<uint32_t>(batch);

@@ -33,6 +33,14 @@ ModelPtr load_with_args(const Args& a, const std::string& path, bool vocab_only)
 
 ModelPtr load_model_from_args(const Args& a, bool vocab_only) { return load_with_args(a, a.required("--model"), vocab_only); }
 
+kestrel_kv_type kv_type_from_args(const Args& a) {
+  const std::string t = a.str("--kv-type", "f16");
+  if (t == "f16") return KESTREL_KV_F16;
+  if (t == "f32") return KESTREL_KV_F32;
+  if (t == "f8_e4m3") return KESTREL_KV_F8_E4M3;
+  throw UsageError("--kv-type: expected f16, f32 or f8_e4m3, got '" + t + "'");
+}
+
 SpecArgs spec_from_args(const Args& a) {
   SpecArgs s;
   kestrel_spec_options_init(&s.opts);

@@ -18,6 +18,10 @@ kestrel_sampler_options sampler_options_from_args(const Args& a);
 // Loads -m MODEL with -t/-d, showing a progress bar when stderr is a terminal.
 ModelPtr load_model_from_args(const Args& a, bool vocab_only = false);
 
+// --kv-type f16|f32|f8_e4m3: the KV cache's element type (f8_e4m3: half of f16's memory).
+inline const std::vector<std::string> kCacheOptions = {"--kv-type"};
+kestrel_kv_type kv_type_from_args(const Args& a);
+
 // Speculative decoding: --draft MODEL (a draft model; implies --spec draft), --spec none|draft|ngram,
 // --spec-k N (most tokens drafted per step). The draft model is loaded with -t/-d like -m.
 inline const std::vector<std::string> kSpecOptions = {"--draft", "--spec", "--spec-k"};

@@ -21,7 +21,8 @@ const char* kUsage =
     "  bench     -m MODEL [-p 512[,128..]] [-n 128[,..]] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
     "  quantize  IN.gguf OUT.gguf TYPE [-t THREADS]\n"
     "  serve     -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [-c CTX] [--alias NAME]\n"
-    "  synth     PRESET | --arch ARCH [--set KEY=VALUE ...] [--type TYPE] [--layers N] [--vocab N] [-o OUT.gguf] [--seed S] (--list)\n";
+    "  synth     PRESET | --arch ARCH [--set KEY=VALUE ...] [--type TYPE] [--layers N] [--vocab N] [-o OUT.gguf] [--seed S] (--list)\n"
+    "run, eval, chat, bench, serve and info take --kv-type f16|f32|f8_e4m3 (the KV cache's type; default f16)\n";
 
 struct Command {
   const char* name;

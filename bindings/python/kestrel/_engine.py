@@ -154,8 +154,10 @@ class Engine:
         n_parallel: int = 0,
         n_batch: int = 0,
         n_threads: int = 0,
+        kv_type: str = "f16",
     ) -> None:
         opts = new_options(S.EngineOptions)
+        opts.kv_type = S.kv_type_value(kv_type)
         if n_ctx:
             opts.n_ctx = n_ctx
         if n_parallel:

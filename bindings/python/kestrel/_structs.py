@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 #: The API version these mirrors were written for (``KESTREL_API_VERSION``).
-API_VERSION = 4
+API_VERSION = 5
 
 c_token = c_int32
 c_enum = c_int  # C enums with values in int range are int-sized on every ABI we target
@@ -67,6 +67,22 @@ class SpecMode(enum.IntEnum):
     NGRAM = 2
 
 
+class KvType(enum.IntEnum):
+    """``kestrel_kv_type``: the KV cache's element type (F8_E4M3: one E4M3 byte, no scale)."""
+
+    F16 = 0
+    F32 = 1
+    F8_E4M3 = 2
+
+
+def kv_type_value(name: str) -> int:
+    """``kestrel_kv_type`` of "f16", "f32" or "f8_e4m3" (ValueError otherwise)."""
+    try:
+        return int(KvType[name.upper()])
+    except KeyError:
+        raise ValueError(f"kv_type: expected 'f16', 'f32' or 'f8_e4m3', got {name!r}") from None
+
+
 class FinishReason(enum.IntEnum):
     """``kestrel_finish_reason``: why an engine request ended."""
 
@@ -82,6 +98,7 @@ ENUMS: dict[str, tuple[type[enum.IntEnum], str]] = {
     "kestrel_status": (Status, "KESTREL_"),
     "kestrel_log_level": (LogLevel, "KESTREL_LOG_"),
     "kestrel_spec_mode": (SpecMode, "KESTREL_SPEC_"),
+    "kestrel_kv_type": (KvType, "KESTREL_KV_"),
     "kestrel_finish_reason": (FinishReason, "KESTREL_FINISH_"),
 }
 
@@ -129,6 +146,7 @@ class ContextOptions(Structure):
         ("n_batch", c_uint32),
         ("n_seq_max", c_uint32),
         ("n_threads", c_int32),
+        ("kv_type", c_enum),
     ]
 
 
@@ -218,6 +236,7 @@ class EngineOptions(Structure):
         ("n_threads", c_int32),
         ("draft_model", c_void_p),
         ("speculative", POINTER(SpecOptions)),
+        ("kv_type", c_enum),
     ]
 
 

@@ -108,6 +108,14 @@ class ContextTest(unittest.TestCase):
                 ctx.decode(m.tokenize("one two three four five six seven eight nine ten eleven twelve thirteen"))
             self.assertIn(cm.exception.status, ("ERR_CONTEXT_FULL", "ERR_INVALID_ARGUMENT"))
 
+    def test_fp8_kv_cache(self) -> None:
+        m = shared_stories()
+        with m.context(n_ctx=64, n_threads=1, kv_type="f8_e4m3") as ctx:
+            toks = greedy_loop(ctx, m, PROMPT, 8)
+            self.assertEqual(len(toks), 8)
+        with self.assertRaises(ValueError):
+            m.context(n_ctx=64, kv_type="q8_0")
+
     def test_profiling(self) -> None:
         m = shared_stories()
         with m.context(n_ctx=64, n_threads=1) as ctx:

@@ -25,6 +25,7 @@ void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
 void dequantize_mxfp4(const void* src, float* dst, int64_t n);
 void dequantize_fp8_e4m3(const void* src, float* dst, int64_t n);
 void dequantize_nvfp4(const void* src, float* dst, int64_t n);
+void dequantize_f8_e4m3(const void* src, float* dst, int64_t n);
 
 // Reference quantizers, rounding exactly as GGML's *_ref functions do (so a Q8_0 file we write is
 // byte-identical to llama.cpp's).
@@ -52,5 +53,7 @@ void quantize_mxfp4(const float* src, void* dst, int64_t n);
 void quantize_nvfp4(const float* src, void* dst, int64_t n);
 // Kestrel's FP8 blocks: d = amax / 448, codes = e4m3(x * (448 / amax)), nearest-even, saturating.
 void quantize_fp8_e4m3(const float* src, void* dst, int64_t n);
+// The FP8 KV cache's plain bytes: e4m3(x), nearest-even, saturating at ±448.
+void quantize_f8_e4m3(const float* src, void* dst, int64_t n);
 
 }  // namespace kestrel::quants

@@ -1,6 +1,7 @@
 // Reference (de)quantization of Kestrel's FP8 blocks (block_fp8: one binary32 scale, 128 E4M3
-// codes). The CUDA kernels repeat this arithmetic step by step (backends/cuda/dequant.cuh), so a
-// block quantized on either side has the same bytes.
+// codes), and of the FP8 KV cache's plain E4M3 bytes. The CUDA kernels repeat this arithmetic
+// step by step (backends/cuda/dequant.cuh), so a block quantized on either side has the same
+// bytes.
 #include <cmath>
 #include <cstring>
 
@@ -29,6 +30,16 @@ void quantize_fp8_e4m3(const float* src, void* dst, int64_t n) {
     for (int j = 0; j < QK_FP8; ++j) b.qs[j] = e4m3_from_fp32_bits(fp32_to_bits(src[j] * id));
     std::memcpy(static_cast<uint8_t*>(dst) + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
   }
+}
+
+void dequantize_f8_e4m3(const void* src, float* dst, int64_t n) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_from_bits(e4m3_to_fp32_bits(s[i]));
+}
+
+void quantize_f8_e4m3(const float* src, void* dst, int64_t n) {
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = e4m3_from_fp32_bits(fp32_to_bits(src[i]));
 }
 
 }  // namespace kestrel::quants

@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_void};
 
 /// `KESTREL_API_VERSION` of the header these declarations mirror.
-pub const KESTREL_API_VERSION: u32 = 4;
+pub const KESTREL_API_VERSION: u32 = 5;
 
 /// A token id.
 pub type kestrel_token = i32;
@@ -32,6 +32,12 @@ pub const KESTREL_LOG_INFO: kestrel_log_level = 1;
 pub const KESTREL_LOG_WARN: kestrel_log_level = 2;
 pub const KESTREL_LOG_ERROR: kestrel_log_level = 3;
 pub const KESTREL_LOG_NONE: kestrel_log_level = 4;
+
+/// `enum kestrel_kv_type`: the KV cache's element type (API version 5).
+pub type kestrel_kv_type = i32;
+pub const KESTREL_KV_F16: kestrel_kv_type = 0;
+pub const KESTREL_KV_F32: kestrel_kv_type = 1;
+pub const KESTREL_KV_F8_E4M3: kestrel_kv_type = 2;
 
 /// `enum kestrel_spec_mode`.
 pub type kestrel_spec_mode = i32;
@@ -122,6 +128,7 @@ pub struct kestrel_context_options {
     pub n_batch: u32,
     pub n_seq_max: u32,
     pub n_threads: i32,
+    pub kv_type: kestrel_kv_type,
 }
 
 /// `struct kestrel_batch`: arrays are owned by the caller.
@@ -205,6 +212,7 @@ pub struct kestrel_engine_options {
     pub n_threads: i32,
     pub draft_model: *const kestrel_model,
     pub speculative: *const kestrel_spec_options,
+    pub kv_type: kestrel_kv_type,
 }
 
 /// `struct kestrel_request_result`.
