@@ -52,8 +52,7 @@
 extern "C" {
 #endif
 
-/* 2: speculative decoding (options, stats, result fields); 3: stop strings; 4: chat_tokenize;
- * 5: kv_type (the KV cache's element type) in the context and engine options */
+/* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type in context/engine options */
 #define KESTREL_API_VERSION 5
 
 /* ---- status codes ------------------------------------------------------------------------ */
@@ -80,11 +79,7 @@ KESTREL_API uint32_t kestrel_api_version(void); /* KESTREL_API_VERSION of the li
 
 /* ---- logging ----------------------------------------------------------------------------- */
 typedef enum kestrel_log_level {
-  KESTREL_LOG_DEBUG = 0,
-  KESTREL_LOG_INFO = 1,
-  KESTREL_LOG_WARN = 2,
-  KESTREL_LOG_ERROR = 3,
-  KESTREL_LOG_NONE = 4
+  KESTREL_LOG_DEBUG = 0, KESTREL_LOG_INFO = 1, KESTREL_LOG_WARN = 2, KESTREL_LOG_ERROR = 3, KESTREL_LOG_NONE = 4
 } kestrel_log_level;
 typedef void (*kestrel_log_fn)(kestrel_log_level level, const char *message, void *user);
 /* Route log lines at or above min_level to fn (NULL: stderr, the default). Process-wide. */
@@ -178,21 +173,15 @@ KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, con
                                                  size_t *n_tokens);
 
 /* ---- context ----------------------------------------------------------------------------- */
-/* The KV cache's element type (API version 5). F8_E4M3: one OCP E4M3 byte per value, no scale,
- * half the memory of F16; values beyond +-448 saturate (docs/LOW_PRECISION.md). */
-typedef enum kestrel_kv_type {
-  KESTREL_KV_F16 = 0, /* default */
-  KESTREL_KV_F32 = 1,
-  KESTREL_KV_F8_E4M3 = 2
-} kestrel_kv_type;
-
+/* The KV cache's element type (API 5). F8_E4M3: one E4M3 byte, no scale, saturating at +-448. */
+typedef enum kestrel_kv_type { KESTREL_KV_F16 = 0, KESTREL_KV_F32 = 1, KESTREL_KV_F8_E4M3 = 2 } kestrel_kv_type;
 typedef struct kestrel_context_options {
   uint32_t struct_size;
   uint32_t n_ctx;     /* KV cache size in tokens; 0 = the model's training context */
   uint32_t n_batch;   /* most tokens per decode call (default 512) */
   uint32_t n_seq_max; /* most distinct sequence ids (default 1) */
   int32_t n_threads;  /* 0 = the model's setting */
-  kestrel_kv_type kv_type; /* API version 5; default KESTREL_KV_F16 */
+  kestrel_kv_type kv_type; /* API 5; default KESTREL_KV_F16 (docs/LOW_PRECISION.md) */
 } kestrel_context_options;
 
 KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
