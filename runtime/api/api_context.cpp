@@ -8,13 +8,14 @@ using kestrel::api::guard;
 
 namespace kestrel::api {
 
-Status to_kv_type(kestrel_kv_type in, const char* where, DType* out) {
+// The field is an int32_t, not the enum: a caller's out-of-range value must be readable.
+Status to_kv_type(int32_t in, const char* where, DType* out) {
   switch (in) {
     case KESTREL_KV_F16: *out = DType::F16; return Status::Ok();
     case KESTREL_KV_F32: *out = DType::F32; return Status::Ok();
     case KESTREL_KV_F8_E4M3: *out = DType::F8_E4M3; return Status::Ok();
   }
-  return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(where) + ": kv_type " + std::to_string(static_cast<int>(in)) +
+  return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(where) + ": kv_type " + std::to_string(in) +
                                                  " is not a kestrel_kv_type (F16 0, F32 1, F8_E4M3 2)");
 }
 

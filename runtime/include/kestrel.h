@@ -181,7 +181,7 @@ typedef struct kestrel_context_options {
   uint32_t n_batch;   /* most tokens per decode call (default 512) */
   uint32_t n_seq_max; /* most distinct sequence ids (default 1) */
   int32_t n_threads;  /* 0 = the model's setting */
-  kestrel_kv_type kv_type; /* API 5; default KESTREL_KV_F16 (docs/LOW_PRECISION.md) */
+  int32_t kv_type;    /* a kestrel_kv_type (API 5); default KESTREL_KV_F16 */
 } kestrel_context_options;
 
 KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
@@ -327,7 +327,7 @@ typedef struct kestrel_engine_options {
   int32_t n_threads;   /* 0: the model's setting */
   const kestrel_model *draft_model;        /* drafts for SPEC_DRAFT requests; outlives the engine */
   const kestrel_spec_options *speculative; /* the requests' default (NULL: none); copied */
-  kestrel_kv_type kv_type;                 /* API version 5; default KESTREL_KV_F16 (the draft's too) */
+  int32_t kv_type;                         /* a kestrel_kv_type (API 5); default F16, the draft's too */
 } kestrel_engine_options;
 
 typedef enum kestrel_finish_reason {

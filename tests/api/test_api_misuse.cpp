@@ -514,13 +514,13 @@ void context_cases(std::vector<Case>& cs) {
                 }});
   for (int v : {3, -1, 1000})
     cs.push_back({N, "kv_type " + std::to_string(v), INVALID,
-                  make([v](kestrel_context_options& o) { o.kv_type = static_cast<kestrel_kv_type>(v); })});
+                  make([v](kestrel_context_options& o) { o.kv_type = v; })});
   cs.push_back({N, "kv_type F8_E4M3 (fine)", OK, make([](kestrel_context_options& o) { o.kv_type = KESTREL_KV_F8_E4M3; })});
   cs.push_back({N, "kv_type F32 (fine)", OK, make([](kestrel_context_options& o) { o.kv_type = KESTREL_KV_F32; })});
   // A caller built against API version 4 (no kv_type): the bytes past its struct_size are not read.
   cs.push_back({N, "API 4 struct_size, garbage after it (fine)", OK, make([](kestrel_context_options& o) {
                   o.struct_size = offsetof(kestrel_context_options, kv_type);
-                  o.kv_type = static_cast<kestrel_kv_type>(77);
+                  o.kv_type = 77;
                 })});
   cs.push_back({N, "n_threads 2 (fine)", OK, make([](kestrel_context_options& o) { o.n_threads = 2; })});
   cs.push_back({"kestrel_context_free", "NULL", OK, [](Env&) {
@@ -794,7 +794,7 @@ void engine_cases(std::vector<Case>& cs) {
                 }});
   cs.push_back({N, "NULL out", INVALID, [](Env& e) { return kestrel_engine_new(e.model, nullptr, nullptr); }});
   cs.push_back({N, "struct_size 0", INVALID, make([](kestrel_engine_options& o) { o.struct_size = 0; })});
-  cs.push_back({N, "kv_type 7", INVALID, make([](kestrel_engine_options& o) { o.kv_type = static_cast<kestrel_kv_type>(7); })});
+  cs.push_back({N, "kv_type 7", INVALID, make([](kestrel_engine_options& o) { o.kv_type = 7; })});
   cs.push_back({N, "kv_type F8_E4M3 (fine)", OK, make([](kestrel_engine_options& o) { o.kv_type = KESTREL_KV_F8_E4M3; })});
   for (uint32_t n : {0xFFFFFFFFu, 0x80000000u, (1u << 24) + 1})
     cs.push_back({N, "n_ctx " + std::to_string(n), INVALID, make([n](kestrel_engine_options& o) { o.n_ctx = n; })});

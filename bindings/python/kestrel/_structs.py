@@ -146,7 +146,7 @@ class ContextOptions(Structure):
         ("n_batch", c_uint32),
         ("n_seq_max", c_uint32),
         ("n_threads", c_int32),
-        ("kv_type", c_enum),
+        ("kv_type", c_int32),  # a kestrel_kv_type
     ]
 
 
@@ -236,7 +236,7 @@ class EngineOptions(Structure):
         ("n_threads", c_int32),
         ("draft_model", c_void_p),
         ("speculative", POINTER(SpecOptions)),
-        ("kv_type", c_enum),
+        ("kv_type", c_int32),  # a kestrel_kv_type
     ]
 
 

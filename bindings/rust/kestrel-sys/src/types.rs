@@ -128,7 +128,7 @@ pub struct kestrel_context_options {
     pub n_batch: u32,
     pub n_seq_max: u32,
     pub n_threads: i32,
-    pub kv_type: kestrel_kv_type,
+    pub kv_type: i32, // a kestrel_kv_type
 }
 
 /// `struct kestrel_batch`: arrays are owned by the caller.
@@ -212,7 +212,7 @@ pub struct kestrel_engine_options {
     pub n_threads: i32,
     pub draft_model: *const kestrel_model,
     pub speculative: *const kestrel_spec_options,
-    pub kv_type: kestrel_kv_type,
+    pub kv_type: i32, // a kestrel_kv_type
 }
 
 /// `struct kestrel_request_result`.
