@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
 
 #include "backends/cpu/repacked.h"
 #include "backends/cpu/weights_cpu.h"
@@ -22,6 +24,30 @@
 using namespace kestrel;
 
 namespace {
+
+// Logits of the last `kept` positions of `prompt` (one decode call), then of one decode step per
+// token of `steps`.
+std::vector<float> prompt_then_steps(Context& c, const std::vector<int32_t>& prompt, int32_t kept,
+                                     std::initializer_list<int32_t> steps) {
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  std::unique_ptr<bool[]> want(new bool[static_cast<size_t>(n)]());
+  std::fill(want.get() + n - kept, want.get() + n, true);
+  Status st = c.decode({.tokens = prompt, .want_logits = {want.get(), static_cast<size_t>(n)}});
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  std::vector<float> out;
+  const auto keep = [&](int32_t row) {
+    auto l = c.logits(row);
+    REQUIRE(l.ok());
+    out.insert(out.end(), l->begin(), l->end());
+  };
+  for (int32_t i = n - kept; i < n; ++i) keep(i);
+  for (int32_t tok : steps) {
+    st = c.decode({.tokens = std::span<const int32_t>(&tok, 1)});
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    keep(-1);
+  }
+  return out;
+}
 
 // Logits of a 12-token prompt (every position) followed by 3 single-token decode steps.
 // From the bytes in memory, or (path given) from that file, mapped.
@@ -34,26 +60,7 @@ std::vector<float> run_model(const std::vector<uint8_t>& gguf, const std::string
   co.n_threads = threads;
   co.kv_type = kv_type;
   const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
-  Context& c = *m.ctx;
-  const std::vector<int32_t> prompt = {1, 17, 5, 42, 9, 9, 33, 60, 3, 21, 48, 12};
-  bool want[12];
-  std::fill(want, want + 12, true);
-  Status st = c.decode({.tokens = prompt, .want_logits = {want, 12}});
-  REQUIRE_MESSAGE(st.ok(), st.to_string());
-  std::vector<float> out;
-  for (int32_t i = 0; i < 12; ++i) {
-    auto l = c.logits(i);
-    REQUIRE(l.ok());
-    out.insert(out.end(), l->begin(), l->end());
-  }
-  for (int32_t tok : {7, 55, 2}) {
-    st = c.decode({.tokens = std::span<const int32_t>(&tok, 1)});
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    auto l = c.logits(-1);
-    REQUIRE(l.ok());
-    out.insert(out.end(), l->begin(), l->end());
-  }
-  return out;
+  return prompt_then_steps(*m.ctx, {1, 17, 5, 42, 9, 9, 33, 60, 3, 21, 48, 12}, 12, {7, 55, 2});
 }
 
 // Logits of the last 8 positions of an 80-token prompt and of 2 decode steps after it. More than
@@ -66,28 +73,9 @@ std::vector<float> run_long_prompt(const std::vector<uint8_t>& gguf, const std::
   co.n_ctx = 128;
   co.kv_type = kv_type;
   const test::CpuModel m = test::load_model_on(backend, std::move(file.value()), co);
-  Context& c = *m.ctx;
-  constexpr int32_t kLen = 80, kKept = 8;
   std::vector<int32_t> prompt;
-  for (int32_t i = 0; i < kLen; ++i) prompt.push_back((i * 13 + 1) % 61);
-  bool want[kLen] = {};
-  std::fill(want + kLen - kKept, want + kLen, true);
-  Status st = c.decode({.tokens = prompt, .want_logits = {want, kLen}});
-  REQUIRE_MESSAGE(st.ok(), st.to_string());
-  std::vector<float> out;
-  for (int32_t i = kLen - kKept; i < kLen; ++i) {
-    auto l = c.logits(i);
-    REQUIRE(l.ok());
-    out.insert(out.end(), l->begin(), l->end());
-  }
-  for (int32_t tok : {7, 55}) {
-    st = c.decode({.tokens = std::span<const int32_t>(&tok, 1)});
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    auto l = c.logits(-1);
-    REQUIRE(l.ok());
-    out.insert(out.end(), l->begin(), l->end());
-  }
-  return out;
+  for (int32_t i = 0; i < 80; ++i) prompt.push_back((i * 13 + 1) % 61);
+  return prompt_then_steps(*m.ctx, prompt, 8, {7, 55});
 }
 
 // A random-weight model of one tiny configuration, as a GGUF writer.
