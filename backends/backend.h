@@ -35,6 +35,14 @@ struct PlacedWeights {
 
 class Executor;
 
+// What an executor did besides running nodes (device backends; zeros elsewhere).
+struct ExecutorStats {
+  int64_t graph_runs = 0;              // runs long enough for a CUDA graph
+  int64_t graph_captures = 0;          // graphs captured
+  int64_t graph_replays = 0;           // runs that replayed a captured graph
+  int64_t graph_capture_failures = 0;  // captures abandoned (those runs launched instead)
+};
+
 // Model lifetime; shared by every context of the model, so its functions are thread-safe.
 class Device {
  public:
@@ -94,6 +102,7 @@ class Executor {
   // returns once the bytes are on the host). Default: the device's copies.
   virtual Status write(void* dst, const void* src, size_t bytes) { return device().write(dst, src, bytes); }
   virtual Status read(void* dst, const void* src, size_t bytes) { return device().read(dst, src, bytes); }
+  virtual ExecutorStats stats() const { return {}; }
 };
 
 // backends/registry.cpp: "auto" picks the best available; "cpu"; "ref" (the scalar oracle);

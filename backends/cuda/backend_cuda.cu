@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/step_graphs.h"
 
 namespace kestrel::cuda {
 
@@ -48,7 +49,9 @@ bool all_f32(const Node& n) {
 
 Expected<void*> Stream::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
+  if (capturing) return Error(KESTREL_ERR_BACKEND, "cuda: the scratch cannot grow while a step graph is captured");
   forget_x();
+  auto lock = device_work_lock();
   if (scratch_) {  // queued kernels may still read the old buffer
     KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
     cudaFree(scratch_);
@@ -82,6 +85,7 @@ void Stream::forget_x_if_written(const Tensor* t) {
 }
 
 Stream::~Stream() {
+  auto lock = device_work_lock();
   if (scratch_) cudaFree(scratch_);
 }
 
@@ -89,7 +93,7 @@ namespace {
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(Device& d) : device_(d) {}
+  explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) {}
   ~CudaExecutor() override {
     if (stream_.stream) {
       cudaStreamSynchronize(stream_.stream);
@@ -99,7 +103,11 @@ class CudaExecutor final : public Executor {
   Status init() { return check(cudaStreamCreate(&stream_.stream), "creating a stream"); }
   Device& device() override { return device_; }
 
+  // As one CUDA graph where an earlier run had the same signature (step_graphs.h).
   Status run(Graph& g, size_t begin, size_t end) override {
+    return graphs_.run(g.nodes(), begin, end, stream_, [&] { return launch_nodes(g, begin, end); });
+  }
+  Status launch_nodes(Graph& g, size_t begin, size_t end) {
     stream_.forget_x();  // the host or another backend may have written anything since
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
@@ -119,6 +127,7 @@ class CudaExecutor final : public Executor {
     KS_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.stream), "copying to the host"));
     return sync();
   }
+  ExecutorStats stats() const override { return graphs_.stats(); }
 
  private:
   Status run_node(const Node& n) {
@@ -148,29 +157,39 @@ class CudaExecutor final : public Executor {
 
   Device& device_;
   Stream stream_;
+  StepGraphs graphs_;
 };
 
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(BackendInfo info) : info_(std::move(info)) {}
   ~CudaDevice() override {
+    auto lock = device_work_lock();
     if (weights_) cudaFree(weights_);
   }
   const BackendInfo& info() const override { return info_; }
 
   Expected<void*> alloc(size_t bytes) override {
     void* p = nullptr;
+    auto lock = device_work_lock();
     KS_RETURN_IF_ERROR(check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), ("allocating " + std::to_string(bytes) + " bytes").c_str()));
     return p;
   }
-  void release(void* p) override { cudaFree(p); }
+  // Device-wide (legacy stream, cudaFree's synchronization): never during another thread's capture.
+  void release(void* p) override {
+    auto lock = device_work_lock();
+    cudaFree(p);
+  }
   Status write(void* dst, const void* src, size_t n) override {
+    auto lock = device_work_lock();
     return check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "copying to the device");
   }
   Status read(void* dst, const void* src, size_t n) override {
+    auto lock = device_work_lock();
     return check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "copying to the host");
   }
   Status copy(void* dst, const void* src, size_t n) override {
+    auto lock = device_work_lock();
     KS_RETURN_IF_ERROR(check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice), "copying on the device"));
     return check(cudaDeviceSynchronize(), "synchronizing");
   }
@@ -188,6 +207,7 @@ class CudaDevice final : public Device {
     }
     std::sort(todo.begin(), todo.end(), [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
     if (total == 0) return Status::Ok();
+    auto lock = device_work_lock();
     if (total > info_.memory_free)
       return Error(KESTREL_ERR_OUT_OF_MEMORY, "cuda: the weights need " + std::to_string(total) + " bytes of device memory, " +
                                                   info_.device + " has " + std::to_string(info_.memory_free) + " free of " +
@@ -256,6 +276,7 @@ class CudaDevice final : public Device {
       return Error(KESTREL_ERR_OUT_OF_MEMORY, "cuda: no room for two " + std::to_string(bytes) + "-byte buffers");
     }
     double best = 0;
+    auto lock = device_work_lock();
     Status st = check(cudaMemsetAsync(a.value(), 1, bytes, nullptr), "filling");
     for (int i = 0; i < 6 && st.ok(); ++i) {  // the first copy warms up
       const auto t0 = std::chrono::steady_clock::now();
@@ -264,6 +285,7 @@ class CudaDevice final : public Device {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (i > 0 && s > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s / 1e9);
     }
+    lock.unlock();
     release(a.value());
     release(b.value());
     KS_RETURN_IF_ERROR(st);

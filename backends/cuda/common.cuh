@@ -35,7 +35,8 @@
 namespace kestrel::cuda {
 
 // kernel<<<grid, block, smem, stream>>>(args...), its error as a Status naming the kernel. In the
-// emulated build the launch runs to completion here, on the calling thread.
+// emulated build the launch runs to completion here, on the calling thread (or is recorded, while
+// the stream is capturing a graph).
 Status launch_result(const char* kernel, cudaError_t err);
 Status launch_result(const char* kernel, const std::string& emu_error);
 template <class... P, class... A>
@@ -43,8 +44,7 @@ Status launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, siz
               A... args) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return Status::Ok();  // nothing to do
 #ifdef KESTREL_CUDA_EMULATE
-  (void)stream;
-  return launch_result(name, ::kestrel::cuda_emu::launch_kernel(kernel, grid, block, smem, static_cast<P>(args)...));
+  return launch_result(name, ::kestrel::cuda_emu::launch_kernel_on<P...>(stream, kernel, grid, block, smem, static_cast<P>(args)...));
 #else
   kernel<<<grid, block, smem, stream>>>(static_cast<P>(args)...);
   return launch_result(name, cudaGetLastError());

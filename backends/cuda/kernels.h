@@ -13,8 +13,11 @@ class Stream {
  public:
   cudaStream_t stream = nullptr;
   // Device scratch of at least `bytes`, valid until the next call (growing it waits for the
-  // stream first, so work already queued keeps its memory).
+  // stream first, so work already queued keeps its memory; it cannot grow while capturing).
   Expected<void*> scratch(size_t bytes);
+  const void* scratch_data() const { return scratch_; }
+  size_t scratch_size() const { return scratch_bytes_; }
+  bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
   ~Stream();
 
   // Which X the scratch holds quantized (quantize_x, gemv_q8.cu), so that consecutive matmuls of

@@ -218,9 +218,10 @@ Status KvCache::claim(std::span<const int32_t> tokens, std::span<const int32_t> 
 void KvCache::pack_attention_batch(std::span<const int32_t> pos, std::span<const int32_t> seq,
                                    std::vector<int32_t>* out) const {
   const int32_t T = static_cast<int32_t>(pos.size()), n_cells = this->n_cells();
-  size_t entries = 0;
+  size_t entries = 0, room = 32;
   for (const auto& tb : tables_) entries += tb.size();
-  out->assign(static_cast<size_t>(AttentionBatch::packed_size(T, n_seq_max_, n_cells, static_cast<int64_t>(entries))), 0);
+  while (room < entries) room *= 2;  // the length steps in powers of two: see attention_batch.h
+  out->assign(static_cast<size_t>(AttentionBatch::packed_size(T, n_seq_max_, n_cells, static_cast<int64_t>(room))), 0);
   int32_t* p = out->data();
   p[0] = T, p[1] = n_seq_max_, p[2] = n_cells, p[3] = block_size_, p[5] = static_cast<int32_t>(entries);
   int32_t* at = p + AttentionBatch::kHeader;

@@ -9,7 +9,10 @@
 //   [n_tokens, n_seq, n_cells, block_size, max_cells, n_table_entries, 0, 0]
 // then token_pos[n_tokens], token_seq[n_tokens], cell_pos[n_cells] (-1 = empty),
 // table_begin[n_seq + 1] (sequence s owns tables[table_begin[s] .. table_begin[s + 1])),
-// tables[n_table_entries] (physical block ids).
+// tables[n_table_entries] (physical block ids), then unused room: the KV cache gives the tables
+// a power of two (at least 32) of entries, so that the batch's length, and with it the step's
+// memory plan, changes only when the tables' total doubles, not with every new block (a
+// backend's step graph, keyed by the tensors' shapes and addresses, then stays valid).
 #pragma once
 #include <cstddef>
 #include <cstdint>

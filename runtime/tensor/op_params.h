@@ -1,5 +1,7 @@
 // The typed parameters of each op (ops.def names the struct of every op). Plain, trivially
-// copyable structs, so a device backend can pass them to a kernel by value.
+// copyable structs, so a device backend can pass them to a kernel by value, without implicit
+// padding (where alignment needs some, an explicit zeroed member), so their bytes can be compared:
+// the CUDA backend's step graphs key on them.
 #pragma once
 #include <cstdint>
 #include <variant>
@@ -43,6 +45,7 @@ struct RouterParams {  // ROUTER
   int32_t n_groups = 0;  // expert groups (0/1 = none) and how many are kept
   int32_t n_groups_used = 0;
   bool normalize = false;      // chosen weights divided by their sum
+  uint8_t unused_[3] = {0, 0, 0};
   float weights_scale = 0.0f;  // 0 = none
 };
 
@@ -50,6 +53,8 @@ struct SwigluOaiParams {  // SWIGLU_OAI
   float alpha = 1.702f;
   float limit = 7.0f;
 };
+
+static_assert(sizeof(RouterParams) == 24, "RouterParams: padding must stay explicit");
 
 using OpParams = std::variant<NoParams, NormParams, SoftmaxParams, RopeParams, AttentionParams, RouterParams,
                               SwigluOaiParams>;

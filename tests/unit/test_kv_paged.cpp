@@ -14,6 +14,7 @@
 #include "common/testdata.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
+#include "tensor/attention_batch.h"
 
 using namespace kestrel;
 
@@ -92,6 +93,27 @@ std::vector<int32_t> seq_tokens(int32_t n, int32_t salt) {
 }
 
 }  // namespace
+
+TEST_CASE("paged KV: the packed attention batch's length steps in powers of two of table entries") {
+  Paged p(256, 2, 1);  // blocks of one cell: a table entry per position
+  const auto toks = seq_tokens(100, 0);
+  std::vector<size_t> lengths;
+  for (int32_t n = 0; n < 100; ++n) {
+    p.add(0, toks, n, 1);
+    std::vector<int32_t> packed;
+    const int32_t pos = n, seq = 0;
+    p.kv->pack_attention_batch(std::span<const int32_t>(&pos, 1), std::span<const int32_t>(&seq, 1), &packed);
+    const AttentionBatch b = AttentionBatch::view(packed.data());
+    CHECK(packed[5] == n + 1);                   // the entries in use
+    CHECK(b.n_cells_of(0) == n + 1);             // as the tables say
+    CHECK(b.cell(0, n) == b.tables[n]);          // blocks of one cell
+    if (lengths.empty() || lengths.back() != packed.size()) lengths.push_back(packed.size());
+  }
+  // Room for 32, 64 and 128 entries: three lengths over 100 positions, each step a doubling.
+  REQUIRE(lengths.size() == 3);
+  CHECK(lengths[1] - lengths[0] == 32);
+  CHECK(lengths[2] - lengths[1] == 64);
+}
 
 TEST_CASE("paged KV: prefix sharing, copy on write, rollback, cached blocks") {
   Paged p(32, 4, 4);  // 8 blocks of 4 cells

@@ -228,3 +228,60 @@ TEST_CASE("SIMT emulator: barrier misuse and exceptions are errors naming the th
   CHECK(launch_kernel(write_ids, dim3(1), dim3(8), 0, ids.data()) == "");
   CHECK(ids[7] == 8);
 }
+
+#ifdef KESTREL_TEST_EMU_RUNTIME
+namespace {
+__global__ void add_to(int* out, const int* in, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] += in[i];
+}
+}  // namespace
+
+TEST_CASE("SIMT emulator: stream capture records launches, copies and fills; a graph replays them") {
+  using kestrel::cuda_emu::launch_kernel_on;
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  std::vector<int> in(40), out(40, 0), host(40, 7);
+  std::iota(in.begin(), in.end(), 1);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(in.data(), host.data(), 3 * sizeof(int), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  CHECK(launch_kernel_on(s, add_to, dim3(2), dim3(32), 0, out.data(), static_cast<const int*>(in.data()), 40) == "");
+  CHECK(cudaMemsetAsync(out.data() + 39, 0, sizeof(int), s) == cudaSuccess);
+  CHECK(std::all_of(out.begin(), out.end(), [](int v) { return v == 0; }));  // recorded, not run
+  CHECK(in[0] == 1);
+  cudaGraph_t g = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess);
+  CHECK(cudaGraphDestroy(g) == cudaSuccess);  // the instance keeps its own copy
+  for (int replay = 1; replay <= 2; ++replay) {
+    in[10] = 100 * replay;  // the arguments were captured, the memory is read at replay
+    REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  }
+  CHECK(out[0] == 14);          // the copy ran first each time: 7 + 7
+  CHECK(out[5] == 12);          // 6 + 6
+  CHECK(out[10] == 100 + 200);  // each replay read the memory as it was then
+  CHECK(out[39] == 0);          // the fill ran after the kernel
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+
+  // What capture forbids fails, and the capture ends invalidated: synchronizing the stream or the
+  // device, cudaMalloc on the capturing thread, the legacy stream's copies.
+  for (int what = 0; what < 4; ++what) {
+    CAPTURE(what);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    void* p = nullptr;
+    int x = 0;
+    cudaError_t e = what == 0   ? cudaStreamSynchronize(s)
+                    : what == 1 ? cudaDeviceSynchronize()
+                    : what == 2 ? cudaMalloc(&p, 16)
+                                : cudaMemcpy(&x, out.data(), sizeof x, cudaMemcpyDefault);
+    CHECK(e != cudaSuccess);
+    CHECK(p == nullptr);
+    const cudaError_t end = cudaStreamEndCapture(s, &g);
+    CHECK(g == nullptr);
+    CHECK(end == cudaErrorStreamCaptureInvalidated);
+  }
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);  // no capture now
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+}
+#endif

@@ -8,7 +8,8 @@
 #                tests run; at most two ahead of the bench, which deletes each one it is done
 #                with but the first (disk: the 8B set and the MoE model are ~60 GB together)
 #   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each (as soon as it exists), and tg
-#                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels); a markdown table last
+#                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels) and with
+#                KESTREL_CUDA_GRAPHS=0 (no step graphs); a markdown table last
 #   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
 # Every step runs even when one before it failed (those needing the build are skipped without
 # one); each one's status is printed, and the exit status is 1 when any failed.
@@ -272,19 +273,25 @@ do_bench() {
       rc=1
       rm -f "$TMP/bench-$t.json"
     fi
-    # The same decode on the part-1 kernels only: what the fast kernels gain, measured side by side.
-    if [[ $DRY == 1 ]]; then
-      run env KESTREL_CUDA_KERNELS=reference "$KESTREL" bench -d cuda -m "$m" -p 0 -n "$TG" -r "$REPS" --json
-    elif KESTREL_CUDA_KERNELS=reference "$KESTREL" bench -d cuda -m "$m" -p 0 -n "$TG" -r "$REPS" --json \
-      >"$TMP/bench-$t-ref.json"; then
-      cat "$TMP/bench-$t-ref.json"
-    else
-      rc=1
-      rm -f "$TMP/bench-$t-ref.json"
-    fi
+    # The same decode on the part-1 kernels only (what the fast kernels gain), and with every
+    # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
+    bench_tg_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
+    bench_tg_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
     if [[ $i -gt 0 && $KEEP_MODELS != 1 ]]; then run rm -f "$m"; fi
   done
   return "$rc"
+}
+
+# tg alone on model $1 with the environment setting $3, into $TMP/bench-$2.json.
+bench_tg_variant() {
+  if [[ $DRY == 1 ]]; then
+    run env "$3" "$KESTREL" bench -d cuda -m "$1" -p 0 -n "$TG" -r "$REPS" --json
+  elif env "$3" "$KESTREL" bench -d cuda -m "$1" -p 0 -n "$TG" -r "$REPS" --json >"$TMP/bench-$2.json"; then
+    cat "$TMP/bench-$2.json"
+  else
+    rm -f "$TMP/bench-$2.json"
+    return 1
+  fi
 }
 
 # ---- 6. perop ------------------------------------------------------------------------------
@@ -329,8 +336,8 @@ summary() {
   echo "gpu_suite: $GPU_NAME, KESTREL_CUDA_ARCHS=$ARCHS, build $BUILD, logs $LOGS"
   for i in "${!STEP_NAMES[@]}"; do printf '  %-9s %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}"; done
   echo
-  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels |"
-  echo "|---|---|---|---:|---:|---|---:|"
+  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels | tg$TG t/s, no CUDA graphs |"
+  echo "|---|---|---|---:|---:|---|---:|---:|"
   for e in "${ENTRIES[@]}"; do
     t=$(entry_key "$e")
     f=$TMP/bench-$t.json
@@ -340,11 +347,14 @@ summary() {
     else
       dev=$GPU_NAME pps=- tgs=- share="- (no bench result)"
     fi
-    ref_tgs=-
+    ref_tgs=- nograph_tgs=-
     if [[ -s $TMP/bench-$t-ref.json ]]; then
       IFS=$'\t' read -r _ _ ref_tgs _ <<<"$(bench_row "$TMP/bench-$t-ref.json")"
     fi
-    echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs |"
+    if [[ -s $TMP/bench-$t-nograph.json ]]; then
+      IFS=$'\t' read -r _ _ nograph_tgs _ <<<"$(bench_row "$TMP/bench-$t-nograph.json")"
+    fi
+    echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs | $nograph_tgs |"
   done
 }
 

@@ -3,17 +3,62 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+using Ops = std::vector<std::function<std::string()>>;
+struct CUstream_st {
+  std::unique_ptr<Ops> capture;  // set while capturing
+  bool invalidated = false;      // something capture forbids happened meanwhile
+};
+struct CUgraph_st {
+  Ops ops;
+};
+struct CUgraphExec_st {
+  Ops ops;
+};
 
 namespace {
 thread_local cudaError_t g_last = cudaSuccess;
-CUstream_st* const kStream = reinterpret_cast<CUstream_st*>(uintptr_t{0x57});
+thread_local std::string g_graph_error;
+thread_local CUstream_st* g_capturing_here = nullptr;  // this thread's capture (thread-local mode)
+std::atomic<int> g_captures{0};                         // streams capturing, all threads
+std::mutex g_capturing_mutex;
+std::vector<CUstream_st*> g_capturing;  // which
+
+// The legacy stream used while streams capture: an error, and their captures end invalidated
+// (every stream here is a blocking one).
+cudaError_t legacy_stream_use() {
+  if (g_captures.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(g_capturing_mutex);
+  for (CUstream_st* s : g_capturing) s->invalidated = true;
+  return cudaErrorStreamCaptureImplicit;
+}
+
+// What capture forbids: fails, and a capture it breaks ends invalidated.
+cudaError_t forbidden_during_capture(CUstream_st* s) {
+  if (s && s->capture) {
+    s->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
 }  // namespace
 
 namespace kestrel::cuda_emu {
 void set_last_error(cudaError_t e) { g_last = e; }
+bool record_if_capturing(cudaStream_t s, std::function<std::string()> op) {
+  if (!s || !s->capture) return false;
+  s->capture->push_back(std::move(op));
+  return true;
+}
+const std::string& graph_launch_error() { return g_graph_error; }
 }  // namespace kestrel::cuda_emu
 
 const char* cudaGetErrorString(cudaError_t e) {
@@ -22,6 +67,9 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
   }
   return "unknown error";
 }
@@ -51,31 +99,102 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (cudaError_t e = forbidden_during_capture(g_capturing_here)) return e;
   *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);  // never 0 bytes
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void* p) {
+  if (cudaError_t e = forbidden_during_capture(g_capturing_here)) return e;
   std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (cudaError_t e = legacy_stream_use()) return e;  // the legacy stream: every stream waits for it
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+  if (!s)
+    if (cudaError_t e = legacy_stream_use()) return e;
+  auto op = [=] {
+    if (bytes) std::memmove(dst, src, bytes);
+    return std::string();
+  };
+  if (!kestrel::cuda_emu::record_if_capturing(s, op)) op();
+  return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
-  if (bytes) std::memset(dst, value, bytes);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
+  if (!s)
+    if (cudaError_t e = legacy_stream_use()) return e;
+  auto op = [=] {
+    if (bytes) std::memset(dst, value, bytes);
+    return std::string();
+  };
+  if (!kestrel::cuda_emu::record_if_capturing(s, op)) op();
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
-  *s = kStream;
+  *s = new CUstream_st;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (s && s->capture) return cudaErrorStreamCaptureUnsupported;
+  delete s;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return forbidden_during_capture(s); }
+cudaError_t cudaDeviceSynchronize() {
+  if (g_capturing_here) return forbidden_during_capture(g_capturing_here);
+  return g_captures.load() > 0 ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  if (!s || s->capture || g_capturing_here) return cudaErrorStreamCaptureUnsupported;
+  s->capture = std::make_unique<Ops>();
+  s->invalidated = false;
+  g_capturing_here = s;
+  std::lock_guard<std::mutex> lock(g_capturing_mutex);
+  g_capturing.push_back(s);
+  ++g_captures;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  *graph = nullptr;
+  if (!s || !s->capture) return cudaErrorInvalidValue;
+  std::unique_ptr<Ops> ops = std::move(s->capture);
+  if (g_capturing_here == s) g_capturing_here = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_capturing_mutex);
+    g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), s));
+    --g_captures;
+  }
+  if (s->invalidated) return cudaErrorStreamCaptureInvalidated;
+  *graph = new CUgraph_st{std::move(*ops)};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!graph) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (!exec) return cudaErrorInvalidValue;
+  if (s && s->capture) return forbidden_during_capture(s);  // nested capture: not modelled
+  g_graph_error.clear();
+  for (const auto& op : exec->ops) {
+    g_graph_error = op();
+    if (!g_graph_error.empty()) return cudaErrorLaunchFailure;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}

@@ -1,15 +1,29 @@
 // The slice of the CUDA runtime API the CUDA backend calls, for the emulated build
-// (KESTREL_CUDA_EMULATE): device memory is host memory, a stream is a name (launches and copies
-// complete before they return), one device called "SIMT emulator". Same names and signatures as
-// cuda_runtime.h, so backends/cuda/*.cu compile unchanged.
+// (KESTREL_CUDA_EMULATE): device memory is host memory, launches and copies complete before they
+// return, one device called "SIMT emulator". Same names and signatures as cuda_runtime.h, so
+// backends/cuda/*.cu compile unchanged. Stream capture and graphs are modelled as the step graphs
+// use them: a capturing stream records its launches, copies and fills (arguments by value)
+// instead of running them, a graph replays them in order, and what capture forbids (synchronizing
+// the stream or the device, cudaMalloc/cudaFree on the capturing thread, the legacy stream's
+// copies) fails and invalidates the capture, as on a GPU.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <string>
 
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureImplicit = 906,
+};
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -22,6 +36,10 @@ struct CUstream_st;
 using cudaStream_t = CUstream_st*;
 struct CUevent_st;
 using cudaEvent_t = CUevent_st*;
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
 
 struct cudaDeviceProp {
   char name[256];
@@ -50,8 +68,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize();
 constexpr unsigned cudaStreamNonBlocking = 1;
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 namespace kestrel::cuda_emu {
 // Records a launch's error for the next cudaGetLastError (what the GPU's sticky error does).
 void set_last_error(cudaError_t e);
+// An operation queued on s: recorded (and true) while s is capturing, else false (the caller runs
+// it now). The operation returns "" or its error.
+bool record_if_capturing(cudaStream_t s, std::function<std::string()> op);
+// The error text of the last failed cudaGraphLaunch on this thread ("" if none).
+const std::string& graph_launch_error();
 }

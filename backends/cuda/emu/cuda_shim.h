@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/emu/cuda_runtime_emu.h"
 #include "backends/cuda/emu/simt.h"
 
 #define __global__
@@ -133,9 +134,15 @@ void vector_store(V* p, const V& v) {
   *p = v;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in emulation: "" or the launch's error.
+// kernel<<<grid, block, smem>>>(args...) in emulation: "" or the launch's error.
 template <class... P, class... A>
 std::string launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
+  return launch(grid, block, smem, [&] { kernel(args...); });
+}
+// The same on a stream: recorded with its arguments' values while the stream is capturing.
+template <class... P>
+std::string launch_kernel_on(cudaStream_t s, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, P... args) {
+  if (record_if_capturing(s, [=] { return launch(grid, block, smem, [&] { kernel(args...); }); })) return "";
   return launch(grid, block, smem, [&] { kernel(args...); });
 }
 }  // namespace kestrel::cuda_emu
