@@ -13,30 +13,43 @@
 //      thread per output dimension, V read once for the group. Partial sums to scratch.
 //   4. reduce: the output is the splits' partial sums, added in split order.
 // Masks, sinks, soft-capping and MLA's strided V as in the part-1 kernel (attention.cu), which
-// stays the path for prefill.
+// stays the path for prefill. A group of more than kMaxGroup query heads (MLA's one KV head for
+// all of DeepSeek-V3's 128) is split into sub-groups of up to kMaxGroup, a block each: the K and V
+// rows are then read once per sub-group.
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
 namespace {
 
 constexpr int kSplit = 256;      // cells per split
-constexpr int kMaxGroup = 16;    // query heads per kv head handled here
+constexpr int kMaxGroup = 16;    // query heads per block (a kv head's group, or part of it)
 constexpr int kMaxTokens = 16;   // tokens handled here
 constexpr unsigned kThreads = 128;
 
 struct DecodeArgs {
   int64_t n_head, group, hd_k, hd_v, max_cells, n_split;
+  int64_t n_sub;  // blocks per kv head: ceil(group / kMaxGroup)
   float scale, softcap;
   int32_t window;
   int k_kind, v_kind;  // CacheKind
 };
 
+// The block's kv head, its first query head and how many it takes (blockIdx.y: kv head, sub-group).
+struct SubGroup {
+  int64_t kvh, h0, n;
+};
+__device__ __forceinline__ SubGroup sub_group(const DecodeArgs& a) {
+  const int64_t kvh = blockIdx.y / a.n_sub, first = (blockIdx.y % a.n_sub) * kMaxGroup;
+  return {kvh, kvh * a.group + first, a.group - first < kMaxGroup ? a.group - first : kMaxGroup};
+}
+
 __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, DecodeArgs a, float* scores) {
-  KS_DYNAMIC_SMEM(float, qs);  // [group][hd_k], rounded like the cache
+  KS_DYNAMIC_SMEM(float, qs);  // [n][hd_k], rounded like the cache
   const AttentionBatch b = AttentionBatch::view(packed);
   const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
-  const int64_t kvh = blockIdx.y, h0 = kvh * a.group;
-  for (int64_t i = threadIdx.x; i < a.group * a.hd_k; i += blockDim.x) {
+  const SubGroup sg = sub_group(a);
+  const int64_t kvh = sg.kvh, h0 = sg.h0, group = sg.n;
+  for (int64_t i = threadIdx.x; i < group * a.hd_k; i += blockDim.x) {
     const float v = reinterpret_cast<const float*>(q.row(h0 + i / a.hd_k, t, 0))[i % a.hd_k];
     qs[i] = a.k_kind != kCacheF32 ? round_half(v) : v;
   }
@@ -50,7 +63,7 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
     const int32_t c = b.cell(t, i);
     float* out = scores + (t * a.n_head + h0) * a.max_cells + i;
     if (!b.visible(t, c, a.window)) {  // the same answer in every lane
-      if (lane < a.group) out[lane * a.max_cells] = -INFINITY;
+      if (lane < group) out[lane * a.max_cells] = -INFINITY;
       continue;
     }
     double dot[kMaxGroup];
@@ -58,10 +71,10 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
     for (int64_t d = lane; d < a.hd_k; d += 32) {
       const double k = cache_at(kc, c, kvh * a.hd_k + d, a.k_kind);
       for (int g = 0; g < kMaxGroup; ++g)
-        if (g < a.group) dot[g] += static_cast<double>(qs[g * a.hd_k + d]) * k;
+        if (g < group) dot[g] += static_cast<double>(qs[g * a.hd_k + d]) * k;
     }
     for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= a.group) break;
+      if (g >= group) break;
       double v = dot[g];
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       if (lane == g) {
@@ -96,12 +109,13 @@ __global__ void stats_kernel(const int32_t* packed, const float* sinks, DecodeAr
 
 __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, const float* scores, const float* maxes,
                           const double* sums, float* partial) {
-  KS_DYNAMIC_SMEM(float, ps);  // [group][kSplit] probabilities of the split's cells
+  KS_DYNAMIC_SMEM(float, ps);  // [n][kSplit] probabilities of the split's cells
   const AttentionBatch b = AttentionBatch::view(packed);
   const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
-  const int64_t kvh = blockIdx.y, h0 = kvh * a.group;
+  const SubGroup sg = sub_group(a);
+  const int64_t kvh = sg.kvh, h0 = sg.h0, group = sg.n;
   const int32_t i0 = static_cast<int32_t>(blockIdx.x * kSplit), n = nc - i0 < 0 ? 0 : (nc - i0 < kSplit ? nc - i0 : kSplit);
-  for (int64_t j = threadIdx.x; j < a.group * kSplit; j += blockDim.x) {
+  for (int64_t j = threadIdx.x; j < group * kSplit; j += blockDim.x) {
     const int64_t g = j / kSplit, i = j % kSplit, h = h0 + g;
     float p = 0.0f;
     if (i < n) {
@@ -126,16 +140,16 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
       for (int u = 0; u < kAhead; ++u) {
         use[u] = false;
         if (i + u < n)
-          for (int g = 0; g < kMaxGroup; ++g) use[u] |= g < a.group && ps[g * kSplit + i + u] != 0.0f;
+          for (int g = 0; g < kMaxGroup; ++g) use[u] |= g < group && ps[g * kSplit + i + u] != 0.0f;
         v[u] = use[u] ? cache_at(vc, b.cell(t, i0 + i + u), kvh * a.hd_v + d, a.v_kind) : 0.0f;
       }
       for (int u = 0; u < kAhead; ++u) {
         if (!use[u]) continue;
         for (int g = 0; g < kMaxGroup; ++g)
-          if (g < a.group) acc[g] += ps[g * kSplit + i + u] * v[u];
+          if (g < group) acc[g] += ps[g * kSplit + i + u] * v[u];
       }
     }
-    for (int64_t g = 0; g < a.group; ++g)
+    for (int64_t g = 0; g < group; ++g)
       partial[((blockIdx.x * gridDim.z + t) * a.n_head + h0 + g) * a.hd_v + d] = acc[g];
   }
 }
@@ -157,6 +171,7 @@ DecodeArgs decode_args(const Node& n) {
   DecodeArgs a{};
   a.n_head = q->ne[1], a.hd_k = q->ne[0], a.hd_v = n.dst->ne[0];
   a.group = a.n_head / (kc->ne[0] / a.hd_k);
+  a.n_sub = (a.group + kMaxGroup - 1) / kMaxGroup;
   a.max_cells = kc->ne[1];  // bounds the packed batch's max_cells, which only the device holds
   a.n_split = (a.max_cells + kSplit - 1) / kSplit;
   a.scale = ap.scale, a.softcap = ap.softcap, a.window = ap.window;
@@ -177,7 +192,7 @@ bool attention_decode_applies(const Node& n) {
   if (reference_kernels_only()) return false;
   const DecodeArgs a = decode_args(n);
   const int64_t T = n.src[0]->ne[2];
-  return T <= kMaxTokens && a.group <= kMaxGroup && a.group * a.hd_k * 4 <= (48 << 10) &&
+  return T <= kMaxTokens && std::min<int64_t>(a.group, kMaxGroup) * a.hd_k * 4 <= (48 << 10) &&
          scratch_bytes(a, T) <= (size_t{64} << 20);
 }
 
@@ -197,15 +212,16 @@ Status run_attention_decode(const Node& n, Stream& s) {
   float* partial = reinterpret_cast<float*>(base);
   const int32_t* packed = static_cast<const int32_t*>(n.src[4]->data);
   const float* sinks = n.src[3] ? static_cast<const float*>(n.src[3]->data) : nullptr;
-  const dim3 split_grid(static_cast<unsigned>(a.n_split), static_cast<unsigned>(a.n_head / a.group),
+  const int64_t per_block = std::min<int64_t>(a.group, kMaxGroup);  // query heads
+  const dim3 split_grid(static_cast<unsigned>(a.n_split), static_cast<unsigned>(a.n_head / a.group * a.n_sub),
                         static_cast<unsigned>(T));
-  KS_RETURN_IF_ERROR(KS_LAUNCH(scores_kernel, split_grid, dim3(kThreads), static_cast<size_t>(a.group * a.hd_k) * 4,
+  KS_RETURN_IF_ERROR(KS_LAUNCH(scores_kernel, split_grid, dim3(kThreads), static_cast<size_t>(per_block * a.hd_k) * 4,
                                s.stream, arg(n.src[0]), arg(n.src[1]), packed, a, scores));
   KS_RETURN_IF_ERROR(KS_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(T)),
                                dim3(kThreads), 0, s.stream, packed, sinks, a, static_cast<const float*>(scores), maxes,
                                sums));
   KS_RETURN_IF_ERROR(KS_LAUNCH(pv_kernel, split_grid, dim3(threads_for(a.hd_v, kThreads)),
-                               static_cast<size_t>(a.group * kSplit) * 4, s.stream, arg(n.src[2]), packed, a,
+                               static_cast<size_t>(per_block * kSplit) * 4, s.stream, arg(n.src[2]), packed, a,
                                static_cast<const float*>(scores), static_cast<const float*>(maxes),
                                static_cast<const double*>(sums), partial));
   return KS_LAUNCH(reduce_kernel, dim3(grid_stride_blocks(T * a.n_head * a.hd_v, 128)), dim3(128), 0, s.stream,
