@@ -92,7 +92,7 @@ bool fp8_matmul_applies(const Node& n);
 Status run_fp8_matmul(const Node& n, Stream& s);
 bool fp8_mma_available();
 // F16 and BF16 weights (matmul_f16.cu): a GEMV with 16-byte loads for decode, mma.sync f16/bf16 for
-// batches.
+// batches; MATMUL_ID both ways (the tensor cores over pairs grouped by expert).
 bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
 // KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
@@ -100,8 +100,8 @@ Status run_f16_matmul(const Node& n, Stream& s);
 bool reference_kernels_only();
 
 // X (rows = columns of the product) rounded as w's vec_dot type rounds it, as floats in the
-// stream's scratch (matmul.cu).
-Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s);
+// stream's scratch (matmul.cu); with extra_bytes, *extra points past them to that much more.
+Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
 
 // The bytes from t's first element to one past its last, a bound for strided views
 // (backend_cuda.cu).

@@ -132,11 +132,13 @@ __global__ void matmul_id_kernel(TensorArg dst, TensorArg w, const float* xr, in
 
 }  // namespace
 
-Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s) {
+Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s, size_t extra_bytes, void** extra) {
   const int64_t K = x->ne[0], cols = x->n_rows();
-  auto mem = s.scratch(static_cast<size_t>(K * cols) * sizeof(float));
+  const size_t x_bytes = (static_cast<size_t>(K * cols) * sizeof(float) + 255) / 256 * 256;
+  auto mem = s.scratch(x_bytes + extra_bytes);
   KS_RETURN_IF_ERROR(mem.status());
   float* xr = static_cast<float*>(mem.value());
+  if (extra) *extra = static_cast<uint8_t*>(mem.value()) + x_bytes;
   const DType vdt = dtype_info(w->type).vec_dot_type;
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no activation rounding for " + std::string(dtype_name(vdt)));
   auto go = [&]<DType V>() {

@@ -8,9 +8,13 @@
 //    accumulation. A block of kMmaWarps warps computes kMmaRows weight rows x kMmaCols tokens
 //    (common.cuh), kStep values of K per shared-memory stage (two mma per tile), any K (a
 //    stage's tail is zero-padded).
+// MATMUL_ID (MoE experts, per-head matrices) the same ways: up to kDecodeBatchCols tokens the
+// GEMV's row dot, a row per (slot, token) pair with its expert's matrix; more tokens, the
+// tensor-core tile over the pairs grouped by expert (moe_group.cu), each expert's rows read once
+// per kMmaCols pairs.
 // Products of two 16-bit values are exact in f32, so both agree with the reference's double sums
-// to float rounding. The part-1 kernel (matmul.cu) stays the path for MATMUL_ID, for the decode
-// of rows that 8 does not divide, and with KESTREL_CUDA_KERNELS=reference.
+// to float rounding. The part-1 kernel (matmul.cu) stays the path for the decode of rows that 8
+// does not divide, and with KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ptx.cuh"
@@ -31,18 +35,11 @@ __device__ __forceinline__ uint32_t b16_bits(float v) {
 constexpr unsigned kGemvWarps = 8;  // rows per block
 constexpr int kAhead = 2;            // 16-byte loads in flight per lane
 
+// acc[c] += this lane's share of the 16-bit row . column c of xr (columns K floats apart), c < nc.
+// The row is 16-byte aligned (K % 8 == 0).
 template <DType T, int NC>
-__global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
-  const int64_t K = w.ne[0], N = w.ne[1];
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+__device__ __forceinline__ void f16_row_dot(const uint8_t* row, const float* xr, int64_t K, int nc, float* acc) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (n >= N) return;  // whole warps leave together
-  const uint8_t* row = w.data + n * w.nb[1];  // 16-byte aligned: K % 8 == 0
-  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
-  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
-  xr += c0 * K;
-  float acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = 0;
   for (int64_t k0 = 8 * lane; k0 < K; k0 += 256 * kAhead) {
     uint4 v[kAhead];
     for (int u = 0; u < kAhead; ++u) {
@@ -63,36 +60,64 @@ __global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int
       }
     }
   }
+}
+
+template <DType T, int NC>
+__global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
+  const int64_t N = w.ne[1];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave together
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
+  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
+  float acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = 0;
+  f16_row_dot<T, NC>(w.data + n * w.nb[1], xr + c0 * w.ne[0], w.ne[0], nc, acc);
   store_column_sums<NC, kGemvWarps>(acc, nc, dst, n, c0);
+}
+
+// MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
+// one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
+template <DType T>
+__global__ void f16_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids, TensorArg bias) {
+  const int64_t K = w.ne[0], N = w.ne[1];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave together
+  __shared__ float partials[kGemvWarps * 32];
+  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
+    float acc = 0;
+    f16_row_dot<T, 1>(w.data + n * w.nb[1] + e * w.nb[2], xr + col * K, K, 1, &acc);
+    return acc;
+  });
 }
 
 constexpr int kStep = 32;               // values of K per stage: two mma k16
 constexpr int kWords = kStep / 2;       // 16-bit pairs per staged row
 constexpr int kStride = kWords + 4;     // the pad spreads a fragment's 8 rows over distinct banks
 
+// The block's product tile: weight rows 0 .. n_rows - 1 (at most kMmaRows) from `rows` (row_stride
+// bytes apart) times the kMmaCols X columns cols[c] of xr (-1: none), into acc as store_mma_tiles
+// reads it. `cols` is shared memory, written before a barrier.
 template <DType T>
-__global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
+__device__ __forceinline__ void f16_mma_tile(const uint8_t* rows, int64_t row_stride, int64_t n_rows, int64_t K,
+                                             const float* xr, const int64_t* cols, float (&acc)[kMmaTiles][4]) {
   __shared__ uint32_t sa[kMmaRows * kStride], sx[kMmaCols * kStride];
-  const int64_t K = w.ne[0], N = w.ne[1];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  float acc[kMmaTiles][4];
   for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = 0;
   for (int64_t k0 = 0; k0 < K; k0 += kStep) {
     // One pair of K per thread and step; rows may be only 2-byte aligned (odd K), so 16-bit loads.
     for (int p = tid; p < kMmaRows * kWords; p += blockDim.x) {
       const int r = p / kWords, wi = p % kWords;
-      const int64_t n = row0 + r, k = k0 + 2 * wi;
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data + n * w.nb[1]);
-      const uint32_t lo = n < N && k < K ? src[k] : 0u, hi = n < N && k + 1 < K ? src[k + 1] : 0u;
+      const int64_t k = k0 + 2 * wi;
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(rows + r * row_stride);
+      const uint32_t lo = r < n_rows && k < K ? src[k] : 0u, hi = r < n_rows && k + 1 < K ? src[k + 1] : 0u;
       sa[r * kStride + wi] = lo | (hi << 16);
     }
     for (int p = tid; p < kMmaCols * kWords; p += blockDim.x) {
       const int c = p / kWords, wi = p % kWords;
-      const int64_t col = col0 + c, k = k0 + 2 * wi;
-      const float* x = xr + col * K;
-      const uint32_t lo = col < M && k < K ? b16_bits<T>(x[k]) : 0u, hi = col < M && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
+      const int64_t col = cols[c], k = k0 + 2 * wi;
+      const float* x = xr + (col < 0 ? 0 : col) * K;
+      const uint32_t lo = col >= 0 && k < K ? b16_bits<T>(x[k]) : 0u, hi = col >= 0 && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
       sx[c * kStride + wi] = lo | (hi << 16);
     }
     __syncthreads();
@@ -110,22 +135,65 @@ __global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int6
     }
     __syncthreads();  // the stage is read; the next one may overwrite it
   }
+}
+
+template <DType T>
+__global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
+  __shared__ int64_t cols[kMmaCols];
+  const int64_t N = w.ne[1];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
+  dense_tile_columns(col0, M, cols);
+  float acc[kMmaTiles][4];
+  f16_mma_tile<T>(w.data + row0 * w.nb[1], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xr, cols, acc);
   store_mma_tiles(acc, dst, row0, col0, N, M);
+}
+
+// MATMUL_ID of many tokens: the same tile over the pairs grouped by expert (moe_group.cu).
+template <DType T>
+__global__ void f16_mma_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg bias, ExpertTiles g) {
+  using Acc = float[kMmaTiles][4];
+  grouped_tile<float>(dst, w, x_slots, bias, g, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    f16_mma_tile<T>(rows, w.nb[1], n_rows, w.ne[0], xr, cols, acc);
+  });
 }
 
 }  // namespace
 
+// Tokens of a MATMUL (its columns) or of a MATMUL_ID (dst [N, n_used, T]).
+static int64_t tokens_of(const Node& n) { return n.op == Op::MATMUL ? n.src[1]->n_rows() : n.dst->ne[2]; }
+
 bool f16_matmul_applies(const Node& n) {
   const DType t = n.src[0]->type;
-  if (n.op != Op::MATMUL || (t != DType::F16 && t != DType::BF16) || reference_kernels_only()) return false;
-  return n.src[1]->n_rows() > kDecodeBatchCols || n.src[0]->ne[0] % 8 == 0;
+  if ((n.op != Op::MATMUL && n.op != Op::MATMUL_ID) || (t != DType::F16 && t != DType::BF16) || reference_kernels_only())
+    return false;
+  return tokens_of(n) > kDecodeBatchCols || n.src[0]->ne[0] % 8 == 0;
 }
 
 Status run_f16_matmul(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t M = x->n_rows();
-  auto xr = round_x(w, x, s);
+  const bool grouped = n.op == Op::MATMUL_ID && tokens_of(n) > kDecodeBatchCols;
+  void* tiles_mem = nullptr;
+  auto xr = round_x(w, x, s, grouped ? expert_tiles_bytes(n) : 0, &tiles_mem);
   KS_RETURN_IF_ERROR(xr.status());
+  if (n.op == Op::MATMUL_ID) {
+    auto go_id = [&]<DType T>() -> Status {
+      if (!grouped) {
+        const int64_t pairs = n.dst->ne[1] * n.dst->ne[2];
+        const dim3 grid(blocks_for(w->ne[1], kGemvWarps), static_cast<unsigned>(std::min<int64_t>(pairs, 64)));
+        return launch("f16_gemv_id_kernel", f16_gemv_id_kernel<T>, grid, dim3(32 * kGemvWarps), 0, s.stream, arg(n.dst),
+                      arg(w), xr.value(), x->ne[1], arg(n.src[2]), arg(n.src[3]));
+      }
+      const int64_t tiles = expert_tiles_max(n);
+      if (tiles > 65535) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL_ID of " + std::to_string(tiles) + " tiles");
+      auto g = group_pairs(n, tiles_mem, s);
+      KS_RETURN_IF_ERROR(g.status());
+      const dim3 grid(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(tiles));
+      return launch("f16_mma_id_kernel", f16_mma_id_kernel<T>, grid, dim3(32 * kMmaWarps), 0, s.stream, arg(n.dst), arg(w),
+                    static_cast<const float*>(xr.value()), x->ne[1], arg(n.src[3]), g.value());
+    };
+    return w->type == DType::F16 ? go_id.template operator()<DType::F16>() : go_id.template operator()<DType::BF16>();
+  }
   auto go = [&]<DType T>() -> Status {
     if (M <= kDecodeBatchCols) {
       const dim3 grid(blocks_for(w->ne[1], kGemvWarps), blocks_for(M, kMaxCols)), block(32 * kGemvWarps);

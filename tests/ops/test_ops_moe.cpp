@@ -163,13 +163,14 @@ TEST_CASE("MATMUL_ID: every weight type, shared and per-slot inputs, ids or per-
 }
 
 TEST_CASE("MATMUL_ID of many tokens: an expert with several tiles of pairs, one with none, invalid ids") {
-  // More than 8 tokens (65 for FP8): CUDA groups the (slot, token) pairs by expert into tiles of
-  // 32 (moe_group.cu) for its tensor cores. Expert 0 takes over 32 pairs (two tiles or more),
+  // More than 8 tokens (65 for FP8, F16 and BF16): CUDA groups the (slot, token) pairs by expert
+  // into tiles of 32 (moe_group.cu) for its tensor cores. Expert 0 takes over 32 pairs (two tiles or more),
   // expert 3 none; ids -1 (pair 5) and E (pair 17) give zeros. N = 70 spans two 64-row tiles
   // with a tail.
   std::mt19937 rng(15);
   for (DType type : kAllTypes) {
-    const int64_t N = 70, E = 5, T = type == DType::FP8_E4M3 ? 70 : 20;
+    const bool float_mma = type == DType::FP8_E4M3 || type == DType::F16 || type == DType::BF16;
+    const int64_t N = 70, E = 5, T = float_mma ? 70 : 20;
     for (int variant = 0; variant < 3; ++variant) {
       Case c;
       const MatmulIdCase m = add_matmul_id(c, rng, type, N, E, T, 3, variant, [&](int64_t i) {
