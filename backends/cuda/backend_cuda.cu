@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "backends/cuda/kernels.h"
@@ -320,6 +322,15 @@ bool fp8_mma_available() {
     return prop.major * 10 + prop.minor >= 89;
   }();
   return yes;
+}
+
+bool wgmma_enabled() {
+  static const bool sm90 = [] {
+    cudaDeviceProp prop{};
+    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
+  }();
+  const char* v = std::getenv("KESTREL_CUDA_WGMMA");  // read each time: tests switch it
+  return sm90 && v && std::strcmp(v, "1") == 0 && !reference_kernels_only();
 }
 
 Expected<std::unique_ptr<Device>> make_device() {

@@ -95,6 +95,9 @@ bool fp8_mma_available();
 // batches; MATMUL_ID both ways (the tensor cores over pairs grouped by expert).
 bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
+// Hopper's warpgroup MMA for those tiles (wgmma.cuh): on an sm_90 device (the build has sm_90a
+// code for it) when KESTREL_CUDA_WGMMA=1. Off by default until a GPU has run its tests.
+bool wgmma_enabled();
 // KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
 // rest on a GPU).
 bool reference_kernels_only();

@@ -12,12 +12,14 @@
 // GEMV's row dot, a row per (slot, token) pair with its expert's matrix; more tokens, the
 // tensor-core tile over the pairs grouped by expert (moe_group.cu), each expert's rows read once
 // per kMmaCols pairs.
+// On sm_90a with KESTREL_CUDA_WGMMA=1 both tensor-core tiles are issued as wgmma instead (below).
 // Products of two 16-bit values are exact in f32, so both agree with the reference's double sums
 // to float rounding. The part-1 kernel (matmul.cu) stays the path for the decode of rows that 8
 // does not divide, and with KESTREL_CUDA_KERNELS=reference.
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ptx.cuh"
+#include "backends/cuda/wgmma.cuh"
 
 namespace kestrel::cuda {
 namespace {
@@ -137,23 +139,69 @@ __device__ __forceinline__ void f16_mma_tile(const uint8_t* rows, int64_t row_st
   }
 }
 
+// The same tile on Hopper's warpgroup MMA (wgmma.cuh; sm_90a, KESTREL_CUDA_WGMMA=1): the block's
+// four warps are one warpgroup, and one m64n32k16 instruction does what four warps' sixteen
+// mma.sync m16n8k16 do. The stage is stored as K-major core matrices (8 rows x 8 values, 128
+// bytes each): A as [k / 8][row / 8][row % 8][k % 8], X likewise with 4 groups of 8 columns.
 template <DType T>
+__device__ __forceinline__ void f16_wgmma_tile(const uint8_t* rows, int64_t row_stride, int64_t n_rows, int64_t K,
+                                               const float* xr, const int64_t* cols, float (&acc)[kMmaTiles][4]) {
+  constexpr int kGroupsA = kMmaRows / 8, kGroupsX = kMmaCols / 8;
+  alignas(128) __shared__ uint32_t sa[kStep / 8 * kGroupsA * 32], sx[kStep / 8 * kGroupsX * 32];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int j = 0; j < kMmaTiles; ++j)
+    for (int i = 0; i < 4; ++i) acc[j][i] = 0;
+  // The word holding values k, k + 1 (k even) of row r of a tile with `groups` groups of 8 rows.
+  const auto word = [](int r, int k, int groups) { return ((k / 8 * groups + r / 8) * 64 + r % 8 * 8 + k % 8) / 2; };
+  for (int64_t k0 = 0; k0 < K; k0 += kStep) {
+    for (int p = tid; p < kMmaRows * kWords; p += blockDim.x) {
+      const int r = p / kWords, wi = p % kWords;
+      const int64_t k = k0 + 2 * wi;
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(rows + r * row_stride);
+      const uint32_t lo = r < n_rows && k < K ? src[k] : 0u, hi = r < n_rows && k + 1 < K ? src[k + 1] : 0u;
+      sa[word(r, 2 * wi, kGroupsA)] = lo | (hi << 16);
+    }
+    for (int p = tid; p < kMmaCols * kWords; p += blockDim.x) {
+      const int c = p / kWords, wi = p % kWords;
+      const int64_t col = cols[c], k = k0 + 2 * wi;
+      const float* x = xr + (col < 0 ? 0 : col) * K;
+      const uint32_t lo = col >= 0 && k < K ? b16_bits<T>(x[k]) : 0u, hi = col >= 0 && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
+      sx[word(c, 2 * wi, kGroupsX)] = lo | (hi << 16);
+    }
+    ptx::fence_proxy_async();  // the stores above, before the tensor cores read them
+    __syncthreads();
+    ptx::wgmma_fence();
+    for (int h = 0; h < kStep / 16; ++h) {  // two 8-value core matrices of K per instruction
+      const auto a = ptx::wgmma_operand(sa + h * 2 * kGroupsA * 32, kGroupsA * 128, 128);
+      const auto b = ptx::wgmma_operand(sx + h * 2 * kGroupsX * 32, kGroupsX * 128, 128);
+      ptx::wgmma_m64n32k16<T == DType::BF16>(acc, a, b);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    __syncthreads();  // the stage is read; the next one may overwrite it
+  }
+}
+
+template <DType T, bool kWgmma>
 __global__ void f16_mma_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
   __shared__ int64_t cols[kMmaCols];
   const int64_t N = w.ne[1];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
   dense_tile_columns(col0, M, cols);
   float acc[kMmaTiles][4];
-  f16_mma_tile<T>(w.data + row0 * w.nb[1], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xr, cols, acc);
+  const uint8_t* rows = w.data + row0 * w.nb[1];
+  if constexpr (kWgmma) f16_wgmma_tile<T>(rows, w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xr, cols, acc);
+  else f16_mma_tile<T>(rows, w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xr, cols, acc);
   store_mma_tiles(acc, dst, row0, col0, N, M);
 }
 
 // MATMUL_ID of many tokens: the same tile over the pairs grouped by expert (moe_group.cu).
-template <DType T>
+template <DType T, bool kWgmma>
 __global__ void f16_mma_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg bias, ExpertTiles g) {
   using Acc = float[kMmaTiles][4];
   grouped_tile<float>(dst, w, x_slots, bias, g, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
-    f16_mma_tile<T>(rows, w.nb[1], n_rows, w.ne[0], xr, cols, acc);
+    if constexpr (kWgmma) f16_wgmma_tile<T>(rows, w.nb[1], n_rows, w.ne[0], xr, cols, acc);
+    else f16_mma_tile<T>(rows, w.nb[1], n_rows, w.ne[0], xr, cols, acc);
   });
 }
 
@@ -173,6 +221,7 @@ Status run_f16_matmul(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t M = x->n_rows();
   const bool grouped = n.op == Op::MATMUL_ID && tokens_of(n) > kDecodeBatchCols;
+  const bool wgmma = wgmma_enabled();
   void* tiles_mem = nullptr;
   auto xr = round_x(w, x, s, grouped ? expert_tiles_bytes(n) : 0, &tiles_mem);
   KS_RETURN_IF_ERROR(xr.status());
@@ -189,8 +238,9 @@ Status run_f16_matmul(const Node& n, Stream& s) {
       auto g = group_pairs(n, tiles_mem, s);
       KS_RETURN_IF_ERROR(g.status());
       const dim3 grid(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(tiles));
-      return launch("f16_mma_id_kernel", f16_mma_id_kernel<T>, grid, dim3(32 * kMmaWarps), 0, s.stream, arg(n.dst), arg(w),
-                    static_cast<const float*>(xr.value()), x->ne[1], arg(n.src[3]), g.value());
+      return launch("f16_mma_id_kernel", wgmma ? f16_mma_id_kernel<T, true> : f16_mma_id_kernel<T, false>, grid,
+                    dim3(32 * kMmaWarps), 0, s.stream, arg(n.dst), arg(w), static_cast<const float*>(xr.value()), x->ne[1],
+                    arg(n.src[3]), g.value());
     };
     return w->type == DType::F16 ? go_id.template operator()<DType::F16>() : go_id.template operator()<DType::BF16>();
   }
@@ -202,7 +252,8 @@ Status run_f16_matmul(const Node& n, Stream& s) {
     }
     if (blocks_for(M, kMmaCols) > 65535u) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL of " + std::to_string(M) + " columns");
     const dim3 grid(blocks_for(w->ne[1], kMmaRows), blocks_for(M, kMmaCols)), block(32 * kMmaWarps);
-    return launch("f16_mma_kernel", f16_mma_kernel<T>, grid, block, 0, s.stream, arg(n.dst), arg(w), xr.value(), M);
+    return launch("f16_mma_kernel", wgmma ? f16_mma_kernel<T, true> : f16_mma_kernel<T, false>, grid, block, 0, s.stream,
+                  arg(n.dst), arg(w), xr.value(), M);
   };
   return w->type == DType::F16 ? go.template operator()<DType::F16>() : go.template operator()<DType::BF16>();
 }

@@ -296,3 +296,34 @@ TEST_CASE("ATTENTION with V as a view of K equals attention over a separate copy
   }
   CHECK(out[0] == out[1]);
 }
+
+// Hopper's warpgroup MMA for the F16/BF16 tensor-core tiles (matmul_f16.cu, wgmma.cuh), opt-in
+// with KESTREL_CUDA_WGMMA=1 on an sm_90 device (the emulator is one): MATMUL batches and grouped
+// MATMUL_ID of more than 65 tokens, K with a stage tail (77) and several stages (1000), N with a
+// row tile tail. Elsewhere the setting changes nothing and the rows check the other kernels.
+TEST_CASE("MATMUL and MATMUL_ID: F16 and BF16 tiles on wgmma (KESTREL_CUDA_WGMMA=1)") {
+  struct Opt {  // on for this test case only, however it ends
+    Opt() { setenv("KESTREL_CUDA_WGMMA", "1", 1); }
+    ~Opt() { unsetenv("KESTREL_CUDA_WGMMA"); }
+  } opt;
+  std::mt19937 rng(44);
+  for (DType type : {DType::F16, DType::BF16}) {
+    for (int64_t K : {1000, 77}) {
+      for (int64_t M : {70, 100}) {
+        Case c;
+        c.name = std::string("wgmma matmul ") + dtype_name(type) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
+        Tensor w = c.buf.tensor(type, K, 70);
+        fill_random_weights(w, rng);
+        Tensor* x = input(c, DType::F32, rng, K, M);
+        c.g.add(Op::MATMUL, output(c, 70, M), c.g.external(w), x);
+        check_case(c, 1e-4, 1e-4);
+      }
+    }
+    for (int variant = 0; variant < 3; ++variant) {
+      Case c;
+      add_matmul_id(c, rng, type, 70, 5, 70, 3, variant, [](int64_t i) { return static_cast<int32_t>((i * 7 + i / 5) % 5); });
+      c.name = "wgmma " + c.name;
+      check_case(c, 1e-3, 1e-4);
+    }
+  }
+}

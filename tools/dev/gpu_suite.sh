@@ -275,18 +275,23 @@ do_bench() {
     fi
     # The same decode on the part-1 kernels only (what the fast kernels gain), and with every
     # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
-    bench_tg_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
-    bench_tg_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
+    bench_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
+    bench_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
+    # 16-bit weights: prefill again on Hopper's wgmma tiles (opt-in until measured).
+    if [[ $t == *bf16* ]]; then bench_variant "$m" "$t-wgmma" KESTREL_CUDA_WGMMA=1 "-p $PP -n 0" || rc=1; fi
     if [[ $i -gt 0 && $KEEP_MODELS != 1 ]]; then run rm -f "$m"; fi
   done
   return "$rc"
 }
 
-# tg alone on model $1 with the environment setting $3, into $TMP/bench-$2.json.
-bench_tg_variant() {
+# tg alone (or the tests $4, e.g. "-p 512 -n 0") on model $1 with the environment setting $3,
+# into $TMP/bench-$2.json.
+bench_variant() {
+  local tests
+  read -r -a tests <<<"${4:--p 0 -n $TG}"
   if [[ $DRY == 1 ]]; then
-    run env "$3" "$KESTREL" bench -d cuda -m "$1" -p 0 -n "$TG" -r "$REPS" --json
-  elif env "$3" "$KESTREL" bench -d cuda -m "$1" -p 0 -n "$TG" -r "$REPS" --json >"$TMP/bench-$2.json"; then
+    run env "$3" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json
+  elif env "$3" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json >"$TMP/bench-$2.json"; then
     cat "$TMP/bench-$2.json"
   else
     rm -f "$TMP/bench-$2.json"
@@ -355,6 +360,12 @@ summary() {
       IFS=$'\t' read -r _ _ nograph_tgs _ <<<"$(bench_row "$TMP/bench-$t-nograph.json")"
     fi
     echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs | $nograph_tgs |"
+  done
+  for f in "$TMP"/bench-*-wgmma.json; do
+    [[ -s $f ]] || continue
+    IFS=$'\t' read -r _ pps _ _ <<<"$(bench_row "$f")"
+    echo
+    echo "$(basename "$f" -wgmma.json | sed 's/^bench-//'): pp$PP t/s with KESTREL_CUDA_WGMMA=1: $pps"
   done
 }
 

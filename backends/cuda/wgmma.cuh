@@ -1,0 +1,132 @@
+// Hopper's warpgroup MMA (sm_90a only): wgmma.mma_async with both operands in shared memory, and
+// the fences around it. A warpgroup is 4 consecutive warps (128 threads, the first warp's index
+// divisible by 4) that issue the instruction together; D stays in registers.
+//
+//   wgmma_m64n32k16<T>   wgmma.mma_async.sync.aligned.m64n32k16.f32.{f16,bf16}.{f16,bf16}
+//   wgmma_fence / wgmma_commit / wgmma_wait<N>   wgmma.fence / commit_group / wait_group
+//   fence_proxy_async    fence.proxy.async.shared::cta (ordinary stores -> the tensor cores' reads)
+//
+// Facts from the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
+// - Operands are K-major here (imm-trans 0), without swizzling: "core matrices" of 8 rows x 16
+//   bytes (8 x 8 16-bit values), each 128 contiguous bytes, row r at byte 16 r. Element (row m, k)
+//   of an operand is at start + (m % 8) * 16 + (m / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO: the
+//   leading byte offset LBO steps to the next core matrix along K, the stride byte offset SBO to
+//   the next 8 rows (canonical layout ((8,m),(T,2k)):((1T,SBO),(1,LBO)), T = 8 for 16-bit types).
+// - The descriptor (64 bits): start address bits 0-13, LBO bits 16-29, SBO bits 32-45, each
+//   (x & 0x3FFFF) >> 4; base offset bits 49-51 (0 without swizzling); swizzle mode bits 62-63
+//   (0 none).
+// - D (64 x N f32) fragments: warp w of the warpgroup, lane l (g = l / 4, t = l % 4) holds, for
+//   each 8 columns j, d[4j + i] = D[16w + g + 8 (i >= 2)][8j + 2t + (i & 1)]: per warp, the m16n8
+//   accumulator layout of mma.sync, once per 8 columns. So float acc[4][4] of the mma.sync tiles
+//   (common.cuh, kMmaTiles = 4) is exactly the m64n32 fragment.
+// - Shared memory written with ordinary stores needs fence.proxy.async in the writing threads
+//   before the barrier after which wgmma reads it.
+//
+// Under KESTREL_CUDA_EMULATE each thread computes its own D values from shared memory through the
+// descriptor's strides (double sums rounded once, like the mma.sync emulation), at issue: commit
+// and wait have nothing left to do. The emulator cannot turn a generic pointer into a shared-window
+// address, so an operand carries its pointer beside the descriptor; only the GPU reads the address
+// field.
+#pragma once
+#include <cstdint>
+
+#include "backends/cuda/ptx.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(KESTREL_CUDA_EMULATE) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KS_HAVE_WGMMA 1
+#endif
+
+namespace kestrel::ptx {
+#ifdef KESTREL_CUDA_EMULATE
+inline namespace emulated {  // as in ptx.cuh
+#endif
+
+struct WgmmaOperand {
+  const void* smem;  // the emulator's view of the start address
+  uint64_t desc;
+};
+
+// A K-major operand at `smem` (16-byte aligned), no swizzle, with the strides above in bytes.
+__device__ __forceinline__ WgmmaOperand wgmma_operand(const void* smem, uint32_t lbo, uint32_t sbo) {
+  uint64_t addr = 0;
+#ifndef KESTREL_CUDA_EMULATE
+  addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+#endif
+  const auto enc = [](uint64_t x) { return (x & 0x3FFFF) >> 4; };
+  return {smem, enc(addr) | enc(lbo) << 16 | enc(sbo) << 32};
+}
+
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef KS_HAVE_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef KS_HAVE_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef KS_HAVE_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef KS_HAVE_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+#ifdef KESTREL_CUDA_EMULATE
+namespace emu {
+// Element (m, k) of a K-major, unswizzled operand, as a float (16-bit values, `bf16` or f16).
+inline double wgmma_element(const WgmmaOperand& op, unsigned m, unsigned k, bool bf16) {
+  if (op.desc >> 62 != 0) throw std::runtime_error("wgmma emulation: only unswizzled operands are modelled");
+  const uint64_t lbo = ((op.desc >> 16) & 0x3FFF) << 4, sbo = ((op.desc >> 32) & 0x3FFF) << 4;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(op.smem) + (m % 8) * 16 + (m / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+  const uint16_t v = load_b16(at);
+  return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+}
+}  // namespace emu
+#endif
+
+// D (64 x 32 f32, += ) = A (64 x 16, K-major) * B (32 x 16, K-major: B's rows are D's columns).
+// Every thread of the warpgroup calls it with the same operands; d is this thread's fragment.
+template <bool Bf16>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOperand& a, const WgmmaOperand& b) {
+#if defined(KESTREL_CUDA_EMULATE)
+  emu::require_full_warp("wgmma.mma_async");
+  const unsigned lin = static_cast<unsigned>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const unsigned w = (lin % 128) / 32, lane = lin % 32, g = lane / 4, t = lane % 4;
+  for (unsigned j = 0; j < 4; ++j)
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned m = 16 * w + g + (i >= 2 ? 8 : 0), n = 8 * j + 2 * t + (i & 1);
+      double s = 0;
+      for (unsigned k = 0; k < 16; ++k) s += emu::wgmma_element(a, m, k, Bf16) * emu::wgmma_element(b, n, k, Bf16);
+      d[j][i] = static_cast<float>(s + static_cast<double>(d[j][i]));
+    }
+#elif defined(KS_HAVE_WGMMA)
+#define KS_WGMMA_ASM(TYPE)                                                                                                  \
+  asm volatile(                                                                                                             \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                                            \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"             \
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),         \
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),         \
+        "+f"(d[3][2]), "+f"(d[3][3])                                                                                       \
+      : "l"(a.desc), "l"(b.desc), "r"(1))
+  if constexpr (Bf16)
+    KS_WGMMA_ASM("bf16");
+  else
+    KS_WGMMA_ASM("f16");
+#undef KS_WGMMA_ASM
+#else
+  __trap();  // not sm_90a: the host never picks a wgmma kernel there (wgmma_available)
+#endif
+}
+
+#ifdef KESTREL_CUDA_EMULATE
+}  // namespace emulated
+#endif
+}  // namespace kestrel::ptx
