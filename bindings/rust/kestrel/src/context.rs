@@ -107,6 +107,7 @@ impl<'m> Context<'m> {
             o.n_batch = options.n_batch;
             o.n_seq_max = options.n_seq_max;
             o.n_threads = options.n_threads;
+            o.kv_type = options.kv_type.to_sys();
             sys::kestrel_context_new(model.as_ptr(), &o, &mut raw)
         };
         check(status)?;

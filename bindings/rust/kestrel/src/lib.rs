@@ -40,7 +40,7 @@ pub use detokenizer::Detokenizer;
 pub use engine::Engine;
 pub use error::{status_name, Error, Result, Status};
 pub use model::Model;
-pub use options::{ContextOptions, EngineOptions, GenerateOptions, ModelOptions};
+pub use options::{ContextOptions, EngineOptions, GenerateOptions, KvType, ModelOptions};
 pub use sampler::Sampler;
 pub use stream::{FinishReason, RequestResult, Stream};
 

@@ -7,21 +7,44 @@ use kestrel_sys as sys;
 
 use crate::error::{Error, Result};
 
+/// The KV cache's element type (`enum kestrel_kv_type`, docs/LOW_PRECISION.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvType {
+    /// IEEE half (the default).
+    #[default]
+    F16,
+    /// 32-bit floats: twice F16's memory.
+    F32,
+    /// FP8 E4M3 bytes: half of F16's memory; values beyond ±448 saturate.
+    F8E4M3,
+}
+
+impl KvType {
+    pub(crate) fn to_sys(self) -> i32 {
+        match self {
+            KvType::F16 => sys::KESTREL_KV_F16,
+            KvType::F32 => sys::KESTREL_KV_F32,
+            KvType::F8E4M3 => sys::KESTREL_KV_F8_E4M3,
+        }
+    }
+}
+
 /// Sizing of an engine (`kestrel_engine_options`): the KV cells shared by all requests, the
-/// requests decoded at once and the tokens per step.
+/// requests decoded at once, the tokens per step and the cache's element type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineOptions {
     pub(crate) n_ctx: u32,
     pub(crate) n_parallel: u32,
     pub(crate) n_batch: u32,
     pub(crate) n_threads: i32,
+    pub(crate) kv_type: KvType,
 }
 
 impl EngineOptions {
     /// The C defaults: n_ctx 0 (min(model's context, 4096)), n_parallel 4, n_batch 256,
     /// n_threads 0 (the model's setting).
     pub fn new() -> EngineOptions {
-        EngineOptions { n_ctx: 0, n_parallel: 4, n_batch: 256, n_threads: 0 }
+        EngineOptions { n_ctx: 0, n_parallel: 4, n_batch: 256, n_threads: 0, kv_type: KvType::F16 }
     }
     /// KV cells shared by all requests (0: min(model's context, 4096)).
     pub fn n_ctx(mut self, n: u32) -> Self {
@@ -43,6 +66,11 @@ impl EngineOptions {
         self.n_threads = n;
         self
     }
+    /// The KV cache's element type.
+    pub fn kv_type(mut self, t: KvType) -> Self {
+        self.kv_type = t;
+        self
+    }
 
     pub(crate) fn to_sys(&self) -> sys::kestrel_engine_options {
         let mut o = std::mem::MaybeUninit::<sys::kestrel_engine_options>::uninit();
@@ -55,6 +83,7 @@ impl EngineOptions {
         o.n_parallel = self.n_parallel;
         o.n_batch = self.n_batch;
         o.n_threads = self.n_threads;
+        o.kv_type = self.kv_type.to_sys();
         o
     }
 }
@@ -122,6 +151,11 @@ impl ModelOptions {
         self.engine.n_batch = n;
         self
     }
+    /// The KV cache's element type in the model's engine.
+    pub fn kv_type(mut self, t: KvType) -> Self {
+        self.engine.kv_type = t;
+        self
+    }
 }
 
 impl Default for ModelOptions {
@@ -137,13 +171,14 @@ pub struct ContextOptions {
     pub(crate) n_batch: u32,
     pub(crate) n_seq_max: u32,
     pub(crate) n_threads: i32,
+    pub(crate) kv_type: KvType,
 }
 
 impl ContextOptions {
     /// The C defaults: n_ctx 0 (the model's training context), n_batch 512, one sequence,
-    /// n_threads 0 (the model's setting).
+    /// n_threads 0 (the model's setting), an F16 cache.
     pub fn new() -> ContextOptions {
-        ContextOptions { n_ctx: 0, n_batch: 512, n_seq_max: 1, n_threads: 0 }
+        ContextOptions { n_ctx: 0, n_batch: 512, n_seq_max: 1, n_threads: 0, kv_type: KvType::F16 }
     }
     /// KV cache size in tokens (0: the model's training context).
     pub fn n_ctx(mut self, n: u32) -> Self {
@@ -163,6 +198,11 @@ impl ContextOptions {
     /// CPU threads (0: the model's setting).
     pub fn n_threads(mut self, n: i32) -> Self {
         self.n_threads = n;
+        self
+    }
+    /// The KV cache's element type.
+    pub fn kv_type(mut self, t: KvType) -> Self {
+        self.kv_type = t;
         self
     }
 }
@@ -388,6 +428,8 @@ mod tests {
         };
         let ours = EngineOptions::new();
         assert_eq!((ours.n_ctx, ours.n_parallel, ours.n_batch, ours.n_threads), (e.n_ctx, e.n_parallel, e.n_batch, e.n_threads));
+        assert_eq!(ours.kv_type.to_sys(), e.kv_type);
+        assert_eq!(EngineOptions::new().kv_type(KvType::F8E4M3).to_sys().kv_type, sys::KESTREL_KV_F8_E4M3);
 
         let mut m = MaybeUninit::<sys::kestrel_model_options>::uninit();
         let m = unsafe {
@@ -405,5 +447,6 @@ mod tests {
         };
         let ours = ContextOptions::new();
         assert_eq!((ours.n_ctx, ours.n_batch, ours.n_seq_max, ours.n_threads), (co.n_ctx, co.n_batch, co.n_seq_max, co.n_threads));
+        assert_eq!(ours.kv_type.to_sys(), co.kv_type);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use common::*;
-use kestrel::{Batch, Context, ContextOptions, Engine, EngineOptions, FinishReason, GenerateOptions, Model, Sampler};
+use kestrel::{Batch, Context, ContextOptions, Engine, EngineOptions, FinishReason, GenerateOptions, KvType, Model, Sampler};
 
 const PROMPT: &str = "Once upon a time";
 
@@ -237,6 +237,30 @@ fn an_engine_of_its_own() {
     let long = vec![1; 1000];
     let err = engine.stream_tokens(&long, &greedy(4)).unwrap_err();
     assert!(!err.message().is_empty(), "{}", err);
+}
+
+#[test]
+fn an_fp8_kv_cache_reaches_the_library() {
+    let model = require!(stories());
+    let prompt = model.tokenize(PROMPT, true, false).unwrap();
+    let logits_with = |t: KvType| {
+        let mut ctx = Context::new(&model, &ContextOptions::new().n_threads(1).n_ctx(64).kv_type(t)).unwrap();
+        ctx.decode(&Batch::new(&prompt)).unwrap();
+        ctx.logits(-1).unwrap().to_vec()
+    };
+    let (f16, f8) = (logits_with(KvType::F16), logits_with(KvType::F8E4M3));
+    // E4M3 keeps 3 mantissa bits: the logits move (so the setting arrived), a little.
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (a, b) in f16.iter().zip(&f8) {
+        assert!(b.is_finite());
+        diff += f64::from(a - b).powi(2);
+        norm += f64::from(*a).powi(2);
+    }
+    assert!(diff > 0.0, "an FP8 cache gave the F16 cache's logits exactly");
+    assert!(diff / norm < 0.01, "relative squared error {}", diff / norm);
+    assert_eq!(logits_with(KvType::F32).len(), f16.len());
+    let engine = Engine::new(&model, &EngineOptions::new().n_ctx(128).n_parallel(1).n_threads(1).kv_type(KvType::F8E4M3)).unwrap();
+    assert!(!engine.generate(PROMPT, &greedy(8)).unwrap().is_empty());
 }
 
 #[test]
