@@ -115,7 +115,9 @@ class CudaExecutor final : public Executor {
       const Node& n = g.nodes()[i];
       const size_t fused = norm_fusion(g.nodes(), i, end);  // [ADD ->] RMS_NORM -> MUL in one kernel
       if (fused > 0) stream_.forget_x();
-      const Status st = fused > 0 ? run_norm_fusion(&n, fused, stream_) : run_node(n);
+      const size_t taken = fused > 0 ? fused : 1;
+      const Node* next = i + taken < end ? &g.nodes()[i + taken] : nullptr;  // may take X's int8 form from this one
+      const Status st = fused > 0 ? run_norm_fusion(&n, fused, stream_, next) : run_node(n, next);
       if (!st.ok()) return Error(st.code(), std::string(op_name(n.op)) + " (node " + std::to_string(i) + "): " + st.message());
       if (fused > 0) i += fused - 1;
     }
@@ -132,7 +134,7 @@ class CudaExecutor final : public Executor {
   ExecutorStats stats() const override { return graphs_.stats(); }
 
  private:
-  Status run_node(const Node& n) {
+  Status run_node(const Node& n, const Node* next) {
     if (n.op != Op::MATMUL && n.op != Op::MATMUL_ID) stream_.forget_x();
     switch (n.op) {
       case Op::GET_ROWS: return run_get_rows(n, stream_);
@@ -140,9 +142,9 @@ class CudaExecutor final : public Executor {
       case Op::MUL:
       case Op::ADD:
       case Op::SILU:
-      case Op::SWIGLU:
-      case Op::SWIGLU_OAI:
       case Op::CONCAT: return run_elementwise(n, stream_);
+      case Op::SWIGLU:
+      case Op::SWIGLU_OAI: return run_elementwise(n, stream_, next);
       case Op::MATMUL:
       case Op::MATMUL_ID: return run_matmul(n, stream_);
       case Op::ROPE: return run_rope(n, stream_);

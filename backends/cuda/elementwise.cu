@@ -1,7 +1,8 @@
 // Row-wise element ops (ADD, MUL, SILU, SWIGLU, SWIGLU_OAI, CONCAT), MOE_SUM, KV_STORE and
 // GET_ROWS: one thread per element (or per 32-value chunk of a quantized row), grid-stride loops.
-#include "backends/cuda/dequant.cuh"
-#include "backends/cuda/kernels.h"
+// A gate (SWIGLU, SWIGLU_OAI) followed by an integer-code matmul of its output (the FFN's down
+// projection) runs a thread per chunk instead and writes the matmul's int8 input as well.
+#include "backends/cuda/int_codes.cuh"
 
 namespace kestrel::cuda {
 namespace {
@@ -14,32 +15,46 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 enum class Binary : int { kAdd, kMul, kSilu, kSwiglu, kSwigluOai, kConcat };
 
-// dst row r = f(src0 row r, src1 row r mod rows(src1)); K = dst->ne[0].
+// Element k of dst row r = f(src0 row r, src1 row r mod rows(src1)).
+__device__ __forceinline__ float binary_value(Binary op, const TensorArg& a, const TensorArg& b, int64_t r, int64_t k,
+                                              float alpha, float limit) {
+  const float* x = a.f32(r);
+  switch (op) {
+    case Binary::kSilu: return silu(x[k]);
+    case Binary::kConcat: return k < a.ne[0] ? x[k] : b.f32(r)[k - a.ne[0]];
+    case Binary::kSwigluOai: {
+      const float g = fminf(x[k], limit), u = fminf(fmaxf(b.f32(r)[k], -limit), limit);
+      return g / (1.0f + expf(alpha * (-g))) * (u + 1.0f);
+    }
+    default: {
+      const float v = b.f32(r % b.rows())[k % b.ne[0]];
+      return op == Binary::kAdd ? x[k] + v : op == Binary::kMul ? x[k] * v : silu(x[k]) * v;
+    }
+  }
+}
+
+// A thread per element; K = dst->ne[0].
 __global__ void binary_kernel(TensorArg dst, TensorArg a, TensorArg b, int op, float alpha, float limit) {
   const int64_t K = dst.ne[0], n = K * dst.rows();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / K, k = i % K;
-    float* y = dst.f32(r);
-    const float* x = a.f32(r);
-    switch (static_cast<Binary>(op)) {
-      case Binary::kSilu: y[k] = silu(x[k]); break;
-      case Binary::kConcat: {
-        const int64_t ka = a.ne[0];
-        y[k] = k < ka ? x[k] : b.f32(r)[k - ka];
-        break;
-      }
-      case Binary::kSwigluOai: {
-        const float g = fminf(x[k], limit), u = fminf(fmaxf(b.f32(r)[k], -limit), limit);
-        y[k] = g / (1.0f + expf(alpha * (-g))) * (u + 1.0f);
-        break;
-      }
-      default: {
-        const float v = b.f32(r % b.rows())[k % b.ne[0]];
-        const Binary o = static_cast<Binary>(op);
-        y[k] = o == Binary::kAdd ? x[k] + v : o == Binary::kMul ? x[k] * v : silu(x[k]) * v;
-      }
-    }
+    dst.f32(r)[k] = binary_value(static_cast<Binary>(op), a, b, r, k, alpha, limit);
+  }
+}
+
+// The same op, a thread per 32-value chunk (qmode 1, Q8_0) or 256-value block (qmode 2, Q8_K)
+// of dst, which it then quantizes as the next matmul's input, where quantize_x would put it.
+__global__ void binary_quantize_kernel(TensorArg dst, TensorArg a, TensorArg b, int op, float alpha, float limit, int qmode,
+                                       int8_t* xq, float* xd, int32_t* xs) {
+  const int64_t K = dst.ne[0], span = qmode == 1 ? 32 : 256, per_row = K / span, n = per_row * dst.rows(), nb = K / 32;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, k0 = span * (i % per_row);
+    float* y = dst.f32(r) + k0;
+    for (int64_t k = 0; k < span; ++k) y[k] = binary_value(static_cast<Binary>(op), a, b, r, k0 + k, alpha, limit);
+    if (qmode == 1) quantize_q8_0_chunk(y, xq + r * K + k0, xd + r * nb + k0 / 32, xs + 2 * (r * nb + k0 / 32));
+    else quantize_q8_K_block(y, xq + r * K + k0, xd + r * nb + k0 / 32, xs + 2 * (r * nb + k0 / 32));
   }
 }
 
@@ -102,7 +117,7 @@ __global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* i
 
 }  // namespace
 
-Status run_elementwise(const Node& n, Stream& s) {
+Status run_elementwise(const Node& n, Stream& s, const Node* next) {
   Binary op;
   float alpha = 0, limit = 0;
   switch (n.op) {
@@ -119,6 +134,22 @@ Status run_elementwise(const Node& n, Stream& s) {
     default: return Error(KESTREL_ERR_INTERNAL, "cuda: run_elementwise given " + std::string(op_name(n.op)));
   }
   const TensorArg b = n.src[1] ? arg(n.src[1]) : arg(n.src[0]);
+  // A gate whose output is the next integer-code matmul's input: that input's int8 form too.
+  const int64_t K = n.dst->ne[0];
+  const bool gate = op == Binary::kSwiglu || op == Binary::kSwigluOai;
+  if (gate && next && (next->op == Op::MATMUL || next->op == Op::MATMUL_ID) && next->src[1] == n.dst && K % 32 == 0 &&
+      n.dst->nb[0] == 4 && (gemv_q8_applies(*next) || (next->op == Op::MATMUL && mmq_applies(*next)))) {
+    const DType vdt = dtype_info(next->src[0]->type).vec_dot_type;
+    auto p = plan_quantize_x(n.dst, vdt, s);
+    if (p.ok()) {
+      const int qmode = vdt == DType::Q8_K ? 2 : 1;
+      KS_RETURN_IF_ERROR(KS_LAUNCH(binary_quantize_kernel, dim3(grid_for(n.dst->n_elements() / (qmode == 1 ? 32 : 256))),
+                                   dim3(kThreads), 0, s.stream, arg(n.dst), arg(n.src[0]), b, static_cast<int>(op), alpha,
+                                   limit, qmode, p.value().q, p.value().d, p.value().s));
+      s.x_key = p.value().key;
+      return Status::Ok();
+    }
+  }
   return KS_LAUNCH(binary_kernel, dim3(grid_for(n.dst->n_elements())), dim3(kThreads), 0, s.stream, arg(n.dst),
                    arg(n.src[0]), b, static_cast<int>(op), alpha, limit);
 }

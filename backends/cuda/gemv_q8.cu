@@ -16,48 +16,21 @@ namespace {
 
 constexpr unsigned kWarps = 8;  // rows per block
 
-// One thread per 32 values: amax, id = 127 / amax, codes rounded half to even, d as fp16 (the
-// reference's Q8_0 rounding of activations).
+// One thread per 32 values (quantize_q8_0_chunk), or per 256 (quantize_q8_K_block).
 __global__ void quantize_q8_0_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
   const int64_t K = x.ne[0], nb = K / 32, n = nb * x.rows();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t col = i / nb, b = i % nb;
-    const float* src = x.f32(col) + 32 * b;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int8_t* q = xq + col * K + 32 * b;
-    int32_t sum[2] = {0, 0};
-    for (int j = 0; j < 32; ++j) {
-      q[j] = static_cast<int8_t>(rintf(src[j] * id));
-      sum[j / 16] += q[j];
-    }
-    xd[i] = round_half(amax / 127.0f);
-    xs[2 * i] = sum[0], xs[2 * i + 1] = sum[1];
+    quantize_q8_0_chunk(x.f32(col) + 32 * b, xq + col * K + 32 * b, xd + i, xs + 2 * i);
   }
 }
-
-// One thread per 256 values: GGML's quantize_row_q8_K_ref (the signed value of largest magnitude
-// sets the scale, codes clamped to [-128, 127]); the scale is repeated for each chunk of 32.
 __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
   const int64_t K = x.ne[0], nb = K / 32, n = K / 256 * x.rows();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t col = i / (K / 256), b = i % (K / 256);
-    const float* src = x.f32(col) + 256 * b;
-    float amax = 0, max = 0;
-    for (int j = 0; j < 256; ++j)
-      if (fabsf(src[j]) > amax) amax = fabsf(src[j]), max = src[j];
-    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
-    int8_t* q = xq + col * K + 256 * b;
-    const int64_t c0 = col * nb + 8 * b;  // the first of its chunks
-    for (int h = 0; h < 16; ++h) xs[2 * c0 + h] = 0;
-    for (int j = 0; j < 256; ++j) {
-      q[j] = static_cast<int8_t>(fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j]))));
-      xs[2 * c0 + j / 16] += q[j];
-    }
-    for (int c = 0; c < 8; ++c) xd[c0 + c] = amax != 0.0f ? 1 / iscale : 0.0f;
+    const int64_t col = i / (K / 256), b = i % (K / 256), c0 = col * nb + 8 * b;  // its first chunk
+    quantize_q8_K_block(x.f32(col) + 256 * b, xq + col * K + 256 * b, xd + c0, xs + 2 * c0);
   }
 }
 
@@ -147,8 +120,10 @@ bool gemv_q8_applies(const Node& n) {
   return int_codes_apply(n) && (n.op == Op::MATMUL_ID || n.src[1]->n_rows() <= kMaxCols);
 }
 
-Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes, void** extra) {
+Expected<XQuantPlan> plan_quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes, void** extra) {
   const int64_t K = x->ne[0], M = x->n_rows(), nb = K / 32;
+  if (vdt == DType::Q8_K && K % 256 != 0)
+    return Error(KESTREL_ERR_UNSUPPORTED, "cuda: Q8_K activations of a row of " + std::to_string(K));
   // Scratch: codes, scales, half sums (each part 256-byte aligned).
   const auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t q_bytes = round_up(static_cast<size_t>(K * M)), d_bytes = round_up(static_cast<size_t>(nb * M) * 4);
@@ -156,29 +131,34 @@ Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t ex
   auto mem = s.scratch(bytes);
   KS_RETURN_IF_ERROR(mem.status());
   uint8_t* base = static_cast<uint8_t*>(mem.value());
-  int8_t* xq = reinterpret_cast<int8_t*>(base);
-  float* xd = reinterpret_cast<float*>(base + q_bytes);
-  int32_t* xs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  XQuantPlan p;
+  p.q = reinterpret_cast<int8_t*>(base);
+  p.d = reinterpret_cast<float*>(base + q_bytes);
+  p.s = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
   if (extra) *extra = base + x_bytes;
-  // The scratch may already hold this X so quantized (the previous matmul's).
-  Stream::QuantizedXKey key;
-  key.data = x->data, key.vdt = vdt, key.bytes = bytes;
-  for (int i = 0; i < 4; ++i) key.ne[i] = x->ne[i], key.nb[i] = static_cast<int64_t>(x->nb[i]);
-  const Stream::QuantizedXKey& h = s.x_key;
-  if (h.data == key.data && h.vdt == vdt && h.bytes == bytes && std::equal(h.ne, h.ne + 4, key.ne) &&
-      std::equal(h.nb, h.nb + 4, key.nb))
-    return QuantizedX{xq, xd, xs};
+  p.key.data = x->data, p.key.vdt = vdt, p.key.bytes = bytes;
+  for (int i = 0; i < 4; ++i) p.key.ne[i] = x->ne[i], p.key.nb[i] = static_cast<int64_t>(x->nb[i]);
+  const Stream::QuantizedXKey& h = s.x_key;  // the previous matmul's (or a fused norm's) X?
+  p.cached = h.data == p.key.data && h.vdt == vdt && h.bytes == bytes && std::equal(h.ne, h.ne + 4, p.key.ne) &&
+             std::equal(h.nb, h.nb + 4, p.key.nb);
+  return p;
+}
+
+Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes, void** extra) {
+  auto plan = plan_quantize_x(x, vdt, s, extra_bytes, extra);
+  KS_RETURN_IF_ERROR(plan.status());
+  const XQuantPlan& p = plan.value();
+  if (p.cached) return QuantizedX{p.q, p.d, p.s};
   s.forget_x();
-  if (vdt == DType::Q8_K) {
-    if (K % 256 != 0) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: Q8_K activations of a row of " + std::to_string(K));
+  const int64_t K = x->ne[0], M = x->n_rows();
+  if (vdt == DType::Q8_K)
     KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_K_kernel, dim3(grid_stride_blocks(K / 256 * M, 128)), dim3(128), 0, s.stream,
-                                 arg(x), xq, xd, xs));
-  } else {
-    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(nb * M, 128)), dim3(128), 0, s.stream,
-                                 arg(x), xq, xd, xs));
-  }
-  s.x_key = key;
-  return QuantizedX{xq, xd, xs};
+                                 arg(x), p.q, p.d, p.s));
+  else
+    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(K / 32 * M, 128)), dim3(128), 0, s.stream,
+                                 arg(x), p.q, p.d, p.s));
+  s.x_key = p.key;
+  return QuantizedX{p.q, p.d, p.s};
 }
 
 Status run_gemv_q8(const Node& n, Stream& s) {

@@ -23,6 +23,48 @@ struct QuantizedX {  // in the stream's scratch
 // X (F32 [K, M]) quantized into the stream's scratch as `vdt` (Q8_0 or Q8_K) rounds it. With
 // extra_bytes, *extra gets that much more scratch (256-byte aligned) behind it, for the caller.
 Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
+// Where quantize_x puts X, the key it records, and whether the scratch holds that X already: for
+// a kernel that writes X's quantized form itself (the fused norm, norm_rope.cu), which then sets
+// s.x_key = key so that the matmuls after it skip quantize_x's launch.
+struct XQuantPlan {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  int32_t* s = nullptr;
+  Stream::QuantizedXKey key;
+  bool cached = false;
+};
+Expected<XQuantPlan> plan_quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
+
+// One 32-value chunk of X (src) as Q8_0 rounds activations (Q8_1's codes too): amax, id = 127 /
+// amax, codes rounded half to even into q[0..32), the scale as fp16 into *d, the code sums of
+// each 16 into s2[0..2). One thread does it all: any kernel calls it the same way, same bits.
+__device__ __forceinline__ void quantize_q8_0_chunk(const float* src, int8_t* q, float* d, int32_t* s2) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  int32_t sum[2] = {0, 0};
+  for (int j = 0; j < 32; ++j) {
+    q[j] = static_cast<int8_t>(rintf(src[j] * id));
+    sum[j / 16] += q[j];
+  }
+  *d = round_half(amax / 127.0f);
+  s2[0] = sum[0], s2[1] = sum[1];
+}
+// One 256-value block as GGML's quantize_row_q8_K_ref rounds it (the signed value of largest
+// magnitude sets the scale, codes clamped to [-128, 127]): codes into q[0..256), the scale
+// repeated into d8[0..8) (one per 32-value chunk), the code sums of each 16 into s16[0..16).
+__device__ __forceinline__ void quantize_q8_K_block(const float* src, int8_t* q, float* d8, int32_t* s16) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 256; ++j)
+    if (fabsf(src[j]) > amax) amax = fabsf(src[j]), max = src[j];
+  const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+  for (int h = 0; h < 16; ++h) s16[h] = 0;
+  for (int j = 0; j < 256; ++j) {
+    q[j] = static_cast<int8_t>(fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j]))));
+    s16[j / 16] += q[j];
+  }
+  for (int c = 0; c < 8; ++c) d8[c] = amax != 0.0f ? 1 / iscale : 0.0f;
+}
 
 // A weight chunk as codes: q[i] packs elements 4i .. 4i + 3 (lowest byte first), and element e
 // is d[e / 16] * code + m[e / 16].

@@ -41,14 +41,18 @@ class Stream {
 };
 
 Status run_get_rows(const Node& n, Stream& s);
-Status run_elementwise(const Node& n, Stream& s);  // ADD MUL SILU SWIGLU SWIGLU_OAI CONCAT
+// ADD MUL SILU SWIGLU SWIGLU_OAI CONCAT; `next`, the node after n (a gate feeding an integer-code
+// matmul writes that matmul's quantized input too, elementwise.cu).
+Status run_elementwise(const Node& n, Stream& s, const Node* next = nullptr);
 Status run_moe_sum(const Node& n, Stream& s);
 Status run_kv_store(const Node& n, Stream& s);
 Status run_rms_norm(const Node& n, Stream& s);
 // [ADD ->] RMS_NORM -> MUL by a gain, as one kernel (norm_rope.cu): how many nodes from nodes[i]
 // (before `end`) it takes, 3 or 2, or 0 where the pattern or the tensors' layout do not fit.
 size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end);
-Status run_norm_fusion(const Node* nodes, size_t count, Stream& s);
+// `next`: the node after the chain, if any (an integer-code MATMUL of its output gets its
+// quantized input from the same kernel).
+Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* next = nullptr);
 Status run_softmax(const Node& n, Stream& s);
 Status run_rope(const Node& n, Stream& s);
 Status run_attention(const Node& n, Stream& s);

@@ -1,7 +1,10 @@
 // RMS_NORM and SOFTMAX (a block per row, block-wide reductions) and ROPE (a thread per rotated
 // pair). RMS_NORM also runs fused with the ADD before it (the residual) and the MUL by its gain
-// after it: one launch and one pass where three would take three of each.
-#include "backends/cuda/kernels.h"
+// after it: one launch and one pass where three would take three of each. When the next node is
+// an integer-code MATMUL of the fused output (q after the attention norm, gate after the FFN
+// norm), the same kernel also writes that matmul's quantized input (int_codes.cuh), so the
+// matmuls skip quantize_x's launch.
+#include "backends/cuda/int_codes.cuh"
 
 namespace kestrel::cuda {
 namespace {
@@ -41,8 +44,10 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
 // Without a, h is the norm's input. A thread reads and writes only its own elements k, except
 // the vec4 sum of squares, which runs after a barrier: outputs that are their inputs (in place)
 // behave as in the three ops run one after another.
+// qmode 1 or 2: then z's row is quantized as Q8_0 (1) or Q8_K (2) into xq/xd/xs, where
+// quantize_x would put it (after a barrier: the row's values come from every thread).
 __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z, TensorArg gain,
-                                    float eps, bool vec4) {
+                                    float eps, bool vec4, int qmode, int8_t* xq, float* xd, int32_t* xs) {
   __shared__ double scratch[32];
   const int64_t K = h.ne[0], r = blockIdx.x;
   float* hr = h.f32(r);
@@ -61,6 +66,15 @@ __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, Tenso
     yr[k] = v;
     zr[k] = v * g[k % gain.ne[0]];
   }
+  if (qmode == 0) return;
+  __syncthreads();
+  const int64_t nb = K / 32;
+  if (qmode == 1)
+    for (int64_t c = threadIdx.x; c < nb; c += blockDim.x)
+      quantize_q8_0_chunk(zr + 32 * c, xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
+  else
+    for (int64_t c = threadIdx.x; c < K / 256; c += blockDim.x)
+      quantize_q8_K_block(zr + 256 * c, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
 }
 
 __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
@@ -189,14 +203,26 @@ size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end) {
   return add ? 3 : 2;
 }
 
-Status run_norm_fusion(const Node* nodes, size_t count, Stream& s) {
+Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* next) {
   const bool add = count == 3;
   const Node &norm = nodes[add ? 1 : 0], &mul = nodes[add ? 2 : 1];
   const Tensor* h = norm.src[0];
   const int64_t K = h->ne[0];
-  return KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(h->n_rows())), dim3(threads_for(K, kRowThreads)), 0,
-                   s.stream, arg(h), add ? arg(nodes[0].src[0]) : TensorArg{}, add ? arg(nodes[0].src[1]) : TensorArg{},
-                   arg(norm.dst), arg(mul.dst), arg(mul.src[1]), norm.param<NormParams>().eps, aligned16(h));
+  // The next matmul's quantized input, written here, where the integer kernels would quantize z.
+  int qmode = 0;
+  XQuantPlan plan;
+  if (next && next->op == Op::MATMUL && next->src[1] == mul.dst && K % 32 == 0 &&
+      (gemv_q8_applies(*next) || mmq_applies(*next))) {
+    const DType vdt = dtype_info(next->src[0]->type).vec_dot_type;
+    auto p = plan_quantize_x(mul.dst, vdt, s);
+    if (p.ok()) plan = p.value(), qmode = vdt == DType::Q8_K ? 2 : 1;
+  }
+  KS_RETURN_IF_ERROR(KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(h->n_rows())), dim3(threads_for(K, kRowThreads)),
+                               0, s.stream, arg(h), add ? arg(nodes[0].src[0]) : TensorArg{},
+                               add ? arg(nodes[0].src[1]) : TensorArg{}, arg(norm.dst), arg(mul.dst), arg(mul.src[1]),
+                               norm.param<NormParams>().eps, aligned16(h), qmode, plan.q, plan.d, plan.s));
+  if (qmode) s.x_key = plan.key;
+  return Status::Ok();
 }
 
 Status run_softmax(const Node& n, Stream& s) {

@@ -86,9 +86,12 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
 // once adjacent and once with an unrelated node between each two (so nothing fuses); on CUDA the
 // two must agree bit for bit, and both agree with the reference.
 TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, odd rows, no ADD") {
-  const int64_t R = 3;
   // variant 0: new tensors; 1: b and gain broadcast; 2: in place (the norm and the MUL write the
-  // ADD's output); 3: no ADD.
+  // ADD's output); 3: no ADD. Where K allows, an integer-code MATMUL of z follows (Q4_0: Q8_0
+  // activations; Q4_K: Q8_K), whose quantized input the fused kernel writes too: 3 rows take the
+  // GEMV, 12 the tensor-core GEMM.
+  int64_t R = 3;
+  Tensor* mm = nullptr;
   const auto build = [&](Case& c, int64_t K, int variant, bool apart, Tensor** z_out) {
     std::mt19937 rng(static_cast<unsigned>(23 + K + 7 * variant));
     Tensor* a = input(c, DType::F32, rng, K, R);
@@ -110,24 +113,34 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
     Tensor* z = variant == 2 ? y : output(c, K, R);
     c.g.add(Op::MUL, z, y, gain);
     *z_out = z;
+    mm = nullptr;
+    if (K % 64 == 0) {
+      Tensor w = c.buf.tensor(K % 256 == 0 ? DType::Q4_K : DType::Q4_0, K, 40);
+      fill_random_weights(w, rng);
+      mm = output(c, 40, R);
+      c.g.add(Op::MATMUL, mm, c.g.external(w), z);
+    }
   };
   for (int64_t K : {5, 64, 257, 2048}) {
-    for (int variant = 0; variant < 4; ++variant) {
-      std::vector<float> zs[2];
+    for (int variant = 0; variant < 5; ++variant) {
+      R = variant == 4 ? 12 : 3;  // variant 4: variant 0's tensors, 12 rows
+      std::vector<float> zs[2], ms[2];
       for (bool apart : {false, true}) {
         Case c;
         c.name = "add_norm_mul K " + std::to_string(K) + " variant " + std::to_string(variant) + (apart ? " apart" : "");
         Tensor* z = nullptr;
-        build(c, K, variant, apart, &z);
-        check_case(c);
+        build(c, K, variant % 4, apart, &z);
+        check_case(c, 1e-4, 1e-4);
         auto cuda = try_backend("cuda");
         if (!cuda) continue;
         run_on_device(*cuda, c.g);
         zs[apart].assign(z->f32(), z->f32() + K * R);
+        if (mm) ms[apart].assign(mm->f32(), mm->f32() + 40 * R);
       }
       CAPTURE(K);
       CAPTURE(variant);
       CHECK(std::memcmp(zs[0].data(), zs[1].data(), zs[0].size() * sizeof(float)) == 0);
+      CHECK(ms[0] == ms[1]);  // the fused quantization gives quantize_x's bits
     }
   }
 }

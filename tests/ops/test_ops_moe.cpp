@@ -327,3 +327,52 @@ TEST_CASE("MATMUL and MATMUL_ID: F16 and BF16 tiles on wgmma (KESTREL_CUDA_WGMMA
     }
   }
 }
+
+// A gate (SWIGLU, SWIGLU_OAI) whose output an integer-code matmul reads next: CUDA writes the
+// matmul's int8 input in the gate's kernel (elementwise.cu). The matmul's output must be the bits
+// of the same graph with an unrelated node between the two (no fusion): dense MATMUL of 3 and 12
+// rows (GEMV, tensor cores), MATMUL_ID of 2 slots x 3 tokens, Q4_0 (Q8_0 input) and Q4_K (Q8_K).
+TEST_CASE("SWIGLU and SWIGLU_OAI feeding an integer matmul: the fused quantization gives the same bits") {
+  for (DType wt : {DType::Q4_0, DType::Q4_K}) {
+    const int64_t K = wt == DType::Q4_K ? 512 : 96, N = 24, E = 3;
+    for (int shape = 0; shape < 3; ++shape) {
+      for (Op gate : {Op::SWIGLU, Op::SWIGLU_OAI}) {
+        const bool id = shape == 2;
+        const int64_t slots = id ? 2 : 1, T = shape == 1 ? 12 : 3;
+        std::vector<float> outs[2];
+        for (bool apart : {false, true}) {
+          Case c;
+          c.name = std::string("gate then matmul ") + dtype_name(wt) + " shape " + std::to_string(shape) + " " +
+                   op_name(gate) + (apart ? " apart" : "");
+          std::mt19937 rng(static_cast<unsigned>(31 + shape + 5 * K));
+          // [K, slots, T] for the experts, [K, T] for a dense matmul (as the model builders make them).
+          Tensor* g = id ? input(c, DType::F32, rng, K, slots, T) : input(c, DType::F32, rng, K, T);
+          Tensor* u = id ? input(c, DType::F32, rng, K, slots, T) : input(c, DType::F32, rng, K, T);
+          Tensor* h = id ? output(c, K, slots, T) : output(c, K, T);
+          Tensor* other = input(c, DType::F32, rng, 5);  // in both graphs: the same random numbers after it
+          Node& gn = c.g.add(gate, h, g, u);
+          if (gate == Op::SWIGLU_OAI) gn.params = SwigluOaiParams{.alpha = 1.702f, .limit = 2.0f};
+          if (apart) c.g.add(Op::SILU, output(c, 5), other);
+          Tensor w = c.buf.tensor(wt, K, N, id ? E : 1);
+          fill_random_weights(w, rng);
+          Tensor* y = id ? output(c, N, slots, T) : output(c, N, T);
+          if (id) {
+            Tensor* ids = c.g.external(c.buf.tensor(DType::I32, slots, T));
+            for (int64_t i = 0; i < slots * T; ++i) static_cast<int32_t*>(ids->data)[i] = static_cast<int32_t>((i * 2 + 1) % E);
+            c.g.add(Op::MATMUL_ID, y, c.g.external(w), h, ids);
+          } else {
+            c.g.add(Op::MATMUL, y, c.g.external(w), h);
+          }
+          check_case(c, 1e-4, 1e-4);
+          auto cuda = try_backend("cuda");
+          if (!cuda) continue;
+          run_on_device(*cuda, c.g);
+          outs[apart].assign(y->f32(), y->f32() + N * slots * T);
+        }
+        CAPTURE(std::string(dtype_name(wt)));
+        CAPTURE(shape);
+        CHECK(outs[0] == outs[1]);
+      }
+    }
+  }
+}
