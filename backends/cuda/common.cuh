@@ -226,6 +226,36 @@ __device__ __forceinline__ void store_column_sums(const float* acc, int nc, Tens
   if (lane < nc) dst.f32(c0 + lane)[n] = total;
 }
 
+// A float GEMV's body (matmul_f16.cu, matmul_fp8.cu): a warp per weight row n, kWarpsPerBlock
+// rows a block, blockIdx.y a group of NC of the M columns of xr (X rounded, K floats a column).
+// row_dot(row, x, nc, acc) adds this lane's share of the row times columns x, x + K, ... to acc.
+template <int NC, unsigned kWarpsPerBlock, class RowDot>
+__device__ __forceinline__ void gemv_columns(TensorArg dst, TensorArg w, const float* xr, int64_t M, RowDot row_dot) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (n >= w.ne[1]) return;  // whole warps leave together
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
+  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
+  float acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = 0;
+  row_dot(w.data + n * w.nb[1], xr + c0 * w.ne[0], nc, acc);
+  store_column_sums<NC, kWarpsPerBlock>(acc, nc, dst, n, c0);
+}
+
+// The same for MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e =
+// ids[i, t] (or i); blockIdx.y strides over the (slot, token) pairs (matmul_id_pairs).
+template <unsigned kWarpsPerBlock, class RowDot>
+__device__ __forceinline__ void gemv_id_rows(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids,
+                                             TensorArg bias, RowDot row_dot) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (n >= w.ne[1]) return;  // whole warps leave together
+  __shared__ float partials[kWarpsPerBlock * 32];
+  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
+    float acc = 0;
+    row_dot(w.data + n * w.nb[1] + e * w.nb[2], xr + col * w.ne[0], 1, &acc);
+    return acc;
+  });
+}
+
 // The tile of the tensor-core GEMMs (mmq.cu, matmul_fp8.cu, matmul_f16.cu): a block of kMmaWarps
 // warps computes kMmaRows weight rows (16 per warp) x kMmaCols tokens (kMmaTiles mma tiles of 8).
 inline constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaCols = 32, kMmaTiles = kMmaCols / 8;

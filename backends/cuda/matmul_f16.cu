@@ -66,35 +66,38 @@ __device__ __forceinline__ void f16_row_dot(const uint8_t* row, const float* xr,
 
 template <DType T, int NC>
 __global__ void f16_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
-  const int64_t N = w.ne[1];
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (n >= N) return;  // whole warps leave together
-  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
-  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
-  float acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = 0;
-  f16_row_dot<T, NC>(w.data + n * w.nb[1], xr + c0 * w.ne[0], w.ne[0], nc, acc);
-  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n, c0);
+  gemv_columns<NC, kGemvWarps>(dst, w, xr, M, [&](const uint8_t* row, const float* x, int nc, float* acc) {
+    f16_row_dot<T, NC>(row, x, w.ne[0], nc, acc);
+  });
 }
 
-// MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
-// one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
+// MATMUL_ID, a row per (slot, token) pair with its expert's matrix (gemv_id_rows).
 template <DType T>
 __global__ void f16_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids, TensorArg bias) {
-  const int64_t K = w.ne[0], N = w.ne[1];
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (n >= N) return;  // whole warps leave together
-  __shared__ float partials[kGemvWarps * 32];
-  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
-    float acc = 0;
-    f16_row_dot<T, 1>(w.data + n * w.nb[1] + e * w.nb[2], xr + col * K, K, 1, &acc);
-    return acc;
+  gemv_id_rows<kGemvWarps>(dst, w, xr, x_slots, ids, bias, [&](const uint8_t* row, const float* x, int nc, float* acc) {
+    f16_row_dot<T, 1>(row, x, w.ne[0], nc, acc);
   });
 }
 
 constexpr int kStep = 32;               // values of K per stage: two mma k16
 constexpr int kWords = kStep / 2;       // 16-bit pairs per staged row
 constexpr int kStride = kWords + 4;     // the pad spreads a fragment's 8 rows over distinct banks
+
+// Values k, k + 1 of weight row r of a stage as one word, zeros past n_rows and K. Rows may be
+// only 2-byte aligned (odd K), so 16-bit loads.
+__device__ __forceinline__ uint32_t weight_pair(const uint8_t* rows, int64_t row_stride, int64_t n_rows, int r, int64_t k,
+                                                int64_t K) {
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(rows + r * row_stride);
+  const uint32_t lo = r < n_rows && k < K ? src[k] : 0u, hi = r < n_rows && k + 1 < K ? src[k + 1] : 0u;
+  return lo | (hi << 16);
+}
+// Values k, k + 1 of X column col (-1: none) of xr as T's bits (exact: X is rounded to T already).
+template <DType T>
+__device__ __forceinline__ uint32_t x_pair(const float* xr, int64_t col, int64_t k, int64_t K) {
+  const float* x = xr + (col < 0 ? 0 : col) * K;
+  const uint32_t lo = col >= 0 && k < K ? b16_bits<T>(x[k]) : 0u, hi = col >= 0 && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
+  return lo | (hi << 16);
+}
 
 // The block's product tile: weight rows 0 .. n_rows - 1 (at most kMmaRows) from `rows` (row_stride
 // bytes apart) times the kMmaCols X columns cols[c] of xr (-1: none), into acc as store_mma_tiles
@@ -107,21 +110,11 @@ __device__ __forceinline__ void f16_mma_tile(const uint8_t* rows, int64_t row_st
   for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = 0;
   for (int64_t k0 = 0; k0 < K; k0 += kStep) {
-    // One pair of K per thread and step; rows may be only 2-byte aligned (odd K), so 16-bit loads.
-    for (int p = tid; p < kMmaRows * kWords; p += blockDim.x) {
-      const int r = p / kWords, wi = p % kWords;
-      const int64_t k = k0 + 2 * wi;
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(rows + r * row_stride);
-      const uint32_t lo = r < n_rows && k < K ? src[k] : 0u, hi = r < n_rows && k + 1 < K ? src[k + 1] : 0u;
-      sa[r * kStride + wi] = lo | (hi << 16);
-    }
-    for (int p = tid; p < kMmaCols * kWords; p += blockDim.x) {
-      const int c = p / kWords, wi = p % kWords;
-      const int64_t col = cols[c], k = k0 + 2 * wi;
-      const float* x = xr + (col < 0 ? 0 : col) * K;
-      const uint32_t lo = col >= 0 && k < K ? b16_bits<T>(x[k]) : 0u, hi = col >= 0 && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
-      sx[c * kStride + wi] = lo | (hi << 16);
-    }
+    // One pair of K per thread and step.
+    for (int p = tid; p < kMmaRows * kWords; p += blockDim.x)
+      sa[p / kWords * kStride + p % kWords] = weight_pair(rows, row_stride, n_rows, p / kWords, k0 + 2 * (p % kWords), K);
+    for (int p = tid; p < kMmaCols * kWords; p += blockDim.x)
+      sx[p / kWords * kStride + p % kWords] = x_pair<T>(xr, cols[p / kWords], k0 + 2 * (p % kWords), K);
     __syncthreads();
     const int ra = warp * 16 + g;  // this lane's rows: ra and ra + 8
     for (int h = 0; h < kStep / 16; ++h) {
@@ -156,17 +149,11 @@ __device__ __forceinline__ void f16_wgmma_tile(const uint8_t* rows, int64_t row_
   for (int64_t k0 = 0; k0 < K; k0 += kStep) {
     for (int p = tid; p < kMmaRows * kWords; p += blockDim.x) {
       const int r = p / kWords, wi = p % kWords;
-      const int64_t k = k0 + 2 * wi;
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(rows + r * row_stride);
-      const uint32_t lo = r < n_rows && k < K ? src[k] : 0u, hi = r < n_rows && k + 1 < K ? src[k + 1] : 0u;
-      sa[word(r, 2 * wi, kGroupsA)] = lo | (hi << 16);
+      sa[word(r, 2 * wi, kGroupsA)] = weight_pair(rows, row_stride, n_rows, r, k0 + 2 * wi, K);
     }
     for (int p = tid; p < kMmaCols * kWords; p += blockDim.x) {
       const int c = p / kWords, wi = p % kWords;
-      const int64_t col = cols[c], k = k0 + 2 * wi;
-      const float* x = xr + (col < 0 ? 0 : col) * K;
-      const uint32_t lo = col >= 0 && k < K ? b16_bits<T>(x[k]) : 0u, hi = col >= 0 && k + 1 < K ? b16_bits<T>(x[k + 1]) : 0u;
-      sx[word(c, 2 * wi, kGroupsX)] = lo | (hi << 16);
+      sx[word(c, 2 * wi, kGroupsX)] = x_pair<T>(xr, cols[c], k0 + 2 * wi, K);
     }
     ptx::fence_proxy_async();  // the stores above, before the tensor cores read them
     __syncthreads();

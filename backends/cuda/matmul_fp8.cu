@@ -69,28 +69,15 @@ __device__ __forceinline__ void fp8_row_dot(const uint32_t* row, const float* xr
 
 template <int NC>
 __global__ void fp8_gemv_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t M) {
-  const int64_t N = w.ne[1];
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (n >= N) return;  // whole warps leave together
-  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * NC;  // this block's group of columns
-  const int nc = static_cast<int>(M - c0 < NC ? M - c0 : NC);
-  float acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = 0;
-  fp8_row_dot<NC>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1]), xr + c0 * w.ne[0], w.ne[0], nc, acc);  // 4-byte aligned
-  store_column_sums<NC, kGemvWarps>(acc, nc, dst, n, c0);
+  gemv_columns<NC, kGemvWarps>(dst, w, xr, M, [&](const uint8_t* row, const float* x, int nc, float* acc) {
+    fp8_row_dot<NC>(reinterpret_cast<const uint32_t*>(row), x, w.ne[0], nc, acc);  // 4-byte aligned
+  });
 }
 
-// MATMUL_ID: dst[n, i, t] = W[:, n, e] . X column (i or 0, t) + bias[n, e], e = ids[i, t] (or i),
-// one warp per row as above; blockIdx.y strides over the (slot, token) pairs.
+// MATMUL_ID, a row per (slot, token) pair with its expert's matrix (gemv_id_rows).
 __global__ void fp8_gemv_id_kernel(TensorArg dst, TensorArg w, const float* xr, int64_t x_slots, TensorArg ids, TensorArg bias) {
-  const int64_t K = w.ne[0], N = w.ne[1];
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (n >= N) return;  // whole warps leave together
-  __shared__ float partials[kGemvWarps * 32];
-  matmul_id_pairs(dst, w.ne[2], x_slots, ids, bias, n, partials + threadIdx.x / 32 * 32, [&](int32_t e, int64_t col) {
-    float acc = 0;
-    fp8_row_dot<1>(reinterpret_cast<const uint32_t*>(w.data + n * w.nb[1] + e * w.nb[2]), xr + col * K, K, 1, &acc);
-    return acc;
+  gemv_id_rows<kGemvWarps>(dst, w, xr, x_slots, ids, bias, [&](const uint8_t* row, const float* x, int nc, float* acc) {
+    fp8_row_dot<1>(reinterpret_cast<const uint32_t*>(row), x, w.ne[0], nc, acc);
   });
 }
 

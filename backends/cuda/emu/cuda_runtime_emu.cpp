@@ -115,25 +115,26 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+// An asynchronous operation on s: recorded while s captures, else done now.
+static cudaError_t on_stream(cudaStream_t s, const std::function<void()>& op) {
   if (!s)
     if (cudaError_t e = legacy_stream_use()) return e;
-  auto op = [=] {
-    if (bytes) std::memmove(dst, src, bytes);
-    return std::string();
-  };
-  if (!kestrel::cuda_emu::record_if_capturing(s, op)) op();
+  if (!kestrel::cuda_emu::record_if_capturing(s, [op] {
+        op();
+        return std::string();
+      }))
+    op();
   return cudaSuccess;
 }
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+  return on_stream(s, [=] {
+    if (bytes) std::memmove(dst, src, bytes);
+  });
+}
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
-  if (!s)
-    if (cudaError_t e = legacy_stream_use()) return e;
-  auto op = [=] {
+  return on_stream(s, [=] {
     if (bytes) std::memset(dst, value, bytes);
-    return std::string();
-  };
-  if (!kestrel::cuda_emu::record_if_capturing(s, op)) op();
-  return cudaSuccess;
+  });
 }
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
   *s = new CUstream_st;
