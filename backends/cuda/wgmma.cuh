@@ -3,15 +3,17 @@
 // divisible by 4) that issue the instruction together; D stays in registers.
 //
 //   wgmma_m64n32k16<T>   wgmma.mma_async.sync.aligned.m64n32k16.f32.{f16,bf16}.{f16,bf16}
+//   wgmma_m64n32k32_s8   wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8
 //   wgmma_fence / wgmma_commit / wgmma_wait<N>   wgmma.fence / commit_group / wait_group
 //   fence_proxy_async    fence.proxy.async.shared::cta (ordinary stores -> the tensor cores' reads)
 //
 // Facts from the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
 // - Operands are K-major here (imm-trans 0), without swizzling: "core matrices" of 8 rows x 16
-//   bytes (8 x 8 16-bit values), each 128 contiguous bytes, row r at byte 16 r. Element (row m, k)
-//   of an operand is at start + (m % 8) * 16 + (m / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO: the
-//   leading byte offset LBO steps to the next core matrix along K, the stride byte offset SBO to
-//   the next 8 rows (canonical layout ((8,m),(T,2k)):((1T,SBO),(1,LBO)), T = 8 for 16-bit types).
+//   bytes (8 x 8 16-bit values, or 8 x 16 8-bit ones), each 128 contiguous bytes, row r at byte
+//   16 r. Element (row m, k) of a 16-bit operand is at start + (m % 8) * 16 + (m / 8) * SBO +
+//   (k % 8) * 2 + (k / 8) * LBO (8-bit: (k % 16) + (k / 16) * LBO): the leading byte offset LBO
+//   steps to the next core matrix along K, the stride byte offset SBO to the next 8 rows
+//   (canonical layout ((8,m),(T,2k)):((1T,SBO),(1,LBO)), T = 128 / bits per element).
 // - The descriptor (64 bits): start address bits 0-13, LBO bits 16-29, SBO bits 32-45, each
 //   (x & 0x3FFFF) >> 4; base offset bits 49-51 (0 without swizzling); swizzle mode bits 62-63
 //   (0 none).
@@ -80,13 +82,24 @@ __device__ __forceinline__ void wgmma_wait() {
 
 #ifdef KESTREL_CUDA_EMULATE
 namespace emu {
-// Element (m, k) of a K-major, unswizzled operand, as a float (16-bit values, `bf16` or f16).
-inline double wgmma_element(const WgmmaOperand& op, unsigned m, unsigned k, bool bf16) {
+// The address of element (m, k) of a K-major, unswizzled operand of `bytes`-byte elements (a core
+// matrix row holds 16 / bytes of them).
+inline uintptr_t wgmma_address(const WgmmaOperand& op, unsigned m, unsigned k, unsigned bytes) {
   if (op.desc >> 62 != 0) throw std::runtime_error("wgmma emulation: only unswizzled operands are modelled");
   const uint64_t lbo = ((op.desc >> 16) & 0x3FFF) << 4, sbo = ((op.desc >> 32) & 0x3FFF) << 4;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(op.smem) + (m % 8) * 16 + (m / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
-  const uint16_t v = load_b16(at);
+  const unsigned per_row = 16 / bytes;
+  return reinterpret_cast<uintptr_t>(op.smem) + (m % 8) * 16 + (m / 8) * sbo + (k % per_row) * bytes + (k / per_row) * lbo;
+}
+// Element (m, k) as a float (16-bit values, `bf16` or f16).
+inline double wgmma_element(const WgmmaOperand& op, unsigned m, unsigned k, bool bf16) {
+  const uint16_t v = load_b16(wgmma_address(op, m, k, 2));
   return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+}
+// This thread's (warp w of the warpgroup, lane l) D element i of columns 8j..: (row, column).
+inline RowCol wgmma_d(unsigned j, unsigned i) {
+  const unsigned lin = static_cast<unsigned>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const unsigned w = (lin % 128) / 32, lane = lin % 32;
+  return {16 * w + lane / 4 + (i >= 2 ? 8 : 0), 8 * j + 2 * (lane % 4) + (i & 1)};
 }
 }  // namespace emu
 #endif
@@ -97,13 +110,11 @@ template <bool Bf16>
 __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOperand& a, const WgmmaOperand& b) {
 #if defined(KESTREL_CUDA_EMULATE)
   emu::require_full_warp("wgmma.mma_async");
-  const unsigned lin = static_cast<unsigned>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-  const unsigned w = (lin % 128) / 32, lane = lin % 32, g = lane / 4, t = lane % 4;
   for (unsigned j = 0; j < 4; ++j)
     for (unsigned i = 0; i < 4; ++i) {
-      const unsigned m = 16 * w + g + (i >= 2 ? 8 : 0), n = 8 * j + 2 * t + (i & 1);
+      const emu::RowCol p = emu::wgmma_d(j, i);
       double s = 0;
-      for (unsigned k = 0; k < 16; ++k) s += emu::wgmma_element(a, m, k, Bf16) * emu::wgmma_element(b, n, k, Bf16);
+      for (unsigned k = 0; k < 16; ++k) s += emu::wgmma_element(a, p.row, k, Bf16) * emu::wgmma_element(b, p.col, k, Bf16);
       d[j][i] = static_cast<float>(s + static_cast<double>(d[j][i]));
     }
 #elif defined(KS_HAVE_WGMMA)
@@ -123,6 +134,37 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOpe
 #undef KS_WGMMA_ASM
 #else
   __trap();  // not sm_90a: the host never picks a wgmma kernel there (wgmma_available)
+#endif
+}
+
+// D (64 x 32 s32, += ) = A (64 x 32 s8, K-major) * B (32 x 32 s8, K-major): exact integer sums,
+// wrapping at 32 bits (no .satfinite). The same fragment as above.
+__device__ __forceinline__ void wgmma_m64n32k32_s8(int (&d)[4][4], const WgmmaOperand& a, const WgmmaOperand& b) {
+#if defined(KESTREL_CUDA_EMULATE)
+  emu::require_full_warp("wgmma.mma_async");
+  for (unsigned j = 0; j < 4; ++j)
+    for (unsigned i = 0; i < 4; ++i) {
+      const emu::RowCol p = emu::wgmma_d(j, i);
+      int64_t s = 0;
+      for (unsigned k = 0; k < 32; ++k) {
+        int8_t x, y;
+        std::memcpy(&x, reinterpret_cast<const void*>(emu::wgmma_address(a, p.row, k, 1)), 1);
+        std::memcpy(&y, reinterpret_cast<const void*>(emu::wgmma_address(b, p.col, k, 1)), 1);
+        s += int64_t{x} * y;
+      }
+      d[j][i] = static_cast<int>(static_cast<uint32_t>(static_cast<uint64_t>(s) + static_cast<uint32_t>(d[j][i])));
+    }
+#elif defined(KS_HAVE_WGMMA)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p;\n}\n"
+      : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]), "+r"(d[1][2]),
+        "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]), "+r"(d[3][0]), "+r"(d[3][1]),
+        "+r"(d[3][2]), "+r"(d[3][3])
+      : "l"(a.desc), "l"(b.desc), "r"(1));
+#else
+  __trap();  // not sm_90a: the host never picks a wgmma kernel there
 #endif
 }
 

@@ -297,11 +297,13 @@ TEST_CASE("ATTENTION with V as a view of K equals attention over a separate copy
   CHECK(out[0] == out[1]);
 }
 
-// Hopper's warpgroup MMA for the F16/BF16 tensor-core tiles (matmul_f16.cu, wgmma.cuh), opt-in
-// with KESTREL_CUDA_WGMMA=1 on an sm_90 device (the emulator is one): MATMUL batches and grouped
-// MATMUL_ID of more than 65 tokens, K with a stage tail (77) and several stages (1000), N with a
-// row tile tail. Elsewhere the setting changes nothing and the rows check the other kernels.
-TEST_CASE("MATMUL and MATMUL_ID: F16 and BF16 tiles on wgmma (KESTREL_CUDA_WGMMA=1)") {
+// Hopper's warpgroup MMA for the tensor-core tiles (matmul_f16.cu, mmq.cu, wgmma.cuh), opt-in
+// with KESTREL_CUDA_WGMMA=1 on an sm_90 device (the emulator is one). F16/BF16: MATMUL batches
+// and grouped MATMUL_ID of more than 65 tokens, K with a stage tail (77) and several stages
+// (1000), N with a row tile tail. Integer codes: batches of more than 8 tokens, types with one
+// scale per chunk (on wgmma) and with two (Q6_K, NVFP4: mma.sync still), K of 9 chunks (a stage
+// tail). Elsewhere the setting changes nothing and the rows check the other kernels.
+TEST_CASE("MATMUL and MATMUL_ID: tensor-core tiles on wgmma (KESTREL_CUDA_WGMMA=1)") {
   struct Opt {  // on for this test case only, however it ends
     Opt() { setenv("KESTREL_CUDA_WGMMA", "1", 1); }
     ~Opt() { unsetenv("KESTREL_CUDA_WGMMA"); }
@@ -325,6 +327,22 @@ TEST_CASE("MATMUL and MATMUL_ID: F16 and BF16 tiles on wgmma (KESTREL_CUDA_WGMMA
       c.name = "wgmma " + c.name;
       check_case(c, 1e-3, 1e-4);
     }
+  }
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q5_1, DType::MXFP4, DType::Q4_K, DType::Q6_K, DType::NVFP4}) {
+    const int64_t bs = dtype_info(type).block_size, K = bs == 256 ? 512 : 9 * bs;  // a stage tail but for the K-quants
+    for (int64_t M : {12, 40}) {
+      Case c;
+      c.name = std::string("wgmma mmq ") + dtype_name(type) + " M=" + std::to_string(M);
+      Tensor w = c.buf.tensor(type, K, 70);
+      fill_random_weights(w, rng);
+      Tensor* x = input(c, DType::F32, rng, K, M);
+      c.g.add(Op::MATMUL, output(c, 70, M), c.g.external(w), x);
+      check_case(c, 1e-3, 1e-4);
+    }
+    Case c;
+    add_matmul_id(c, rng, type, 70, 5, 20, 3, 0, [](int64_t i) { return static_cast<int32_t>((i * 7 + i / 5) % 5); });
+    c.name = "wgmma " + c.name;
+    check_case(c, 1e-3, 1e-4);
   }
 }
 
