@@ -277,8 +277,8 @@ do_bench() {
     # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
     bench_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
     bench_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
-    # 16-bit weights: prefill again on Hopper's wgmma tiles (opt-in until measured).
-    if [[ $t == *bf16* ]]; then bench_variant "$m" "$t-wgmma" KESTREL_CUDA_WGMMA=1 "-p $PP -n 0" || rc=1; fi
+    # Prefill again on Hopper's wgmma tiles (opt-in until measured): 16-bit and integer weights.
+    if [[ $t == *bf16* || $t == *q4_0* ]]; then bench_variant "$m" "$t-wgmma" KESTREL_CUDA_WGMMA=1 "-p $PP -n 0" || rc=1; fi
     if [[ $i -gt 0 && $KEEP_MODELS != 1 ]]; then run rm -f "$m"; fi
   done
   return "$rc"
