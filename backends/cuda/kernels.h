@@ -20,8 +20,9 @@ class Stream {
   bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
   ~Stream();
 
-  // Which X the scratch holds quantized (quantize_x, gemv_q8.cu), so that consecutive matmuls of
-  // one X (q, k and v; gate and up) quantize it once. Forgotten by anything that may write the
+  // Which X the scratch holds quantized (quantize_x, gemv_q8.cu; or the fused norm or gate that
+  // produced X wrote it), so that consecutive matmuls of one X (q, k and v; gate and up) quantize
+  // it once. Forgotten by anything that may write the
   // scratch or that X: another op, another matmul path, a matmul whose output overlaps it, a new
   // run of the graph.
   struct QuantizedXKey {
