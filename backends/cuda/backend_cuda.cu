@@ -95,7 +95,7 @@ namespace {
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) {}
+  explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) { stream_.wgmma = wgmma_requested(); }
   ~CudaExecutor() override {
     if (stream_.stream) {
       cudaStreamSynchronize(stream_.stream);
@@ -326,12 +326,12 @@ bool fp8_mma_available() {
   return yes;
 }
 
-bool wgmma_enabled() {
+bool wgmma_requested() {
   static const bool sm90 = [] {
     cudaDeviceProp prop{};
     return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
   }();
-  const char* v = std::getenv("KESTREL_CUDA_WGMMA");  // read each time: tests switch it
+  const char* v = std::getenv("KESTREL_CUDA_WGMMA");
   return sm90 && v && std::strcmp(v, "1") == 0 && !reference_kernels_only();
 }
 

@@ -18,6 +18,7 @@ class Stream {
   const void* scratch_data() const { return scratch_; }
   size_t scratch_size() const { return scratch_bytes_; }
   bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
+  bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
   ~Stream();
 
   // Which X the scratch holds quantized (quantize_x, gemv_q8.cu; or the fused norm or gate that
@@ -101,8 +102,9 @@ bool fp8_mma_available();
 bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
 // Hopper's warpgroup MMA for those tiles (wgmma.cuh): on an sm_90 device (the build has sm_90a
-// code for it) when KESTREL_CUDA_WGMMA=1. Off by default until a GPU has run its tests.
-bool wgmma_enabled();
+// code for it) when KESTREL_CUDA_WGMMA=1, read when an executor is made (Stream::wgmma). Off by
+// default until a GPU has run its tests.
+bool wgmma_requested();
 // KESTREL_CUDA_KERNELS=reference: only the part-1 kernels (to tell a fast kernel's bug from the
 // rest on a GPU).
 bool reference_kernels_only();

@@ -208,7 +208,7 @@ Status run_f16_matmul(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
   const int64_t M = x->n_rows();
   const bool grouped = n.op == Op::MATMUL_ID && tokens_of(n) > kDecodeBatchCols;
-  const bool wgmma = wgmma_enabled();
+  const bool wgmma = s.wgmma;
   void* tiles_mem = nullptr;
   auto xr = round_x(w, x, s, grouped ? expert_tiles_bytes(n) : 0, &tiles_mem);
   KS_RETURN_IF_ERROR(xr.status());

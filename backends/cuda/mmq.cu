@@ -173,7 +173,7 @@ Status run_mmq(const Node& n, Stream& s) {
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>())
-      st = launch("mmq_kernel", pick_kernel<T, MmqKernel>(wgmma_enabled()), grid, block, 0, s.stream, arg(n.dst), arg(w),
+      st = launch("mmq_kernel", pick_kernel<T, MmqKernel>(s.wgmma), grid, block, 0, s.stream, arg(n.dst), arg(w),
                   row_layout(w), qx.value(), M);
   });
   return st;
@@ -192,7 +192,7 @@ Status run_mmq_id(const Node& n, Stream& s) {
   Status st = Error(KESTREL_ERR_UNSUPPORTED, "cuda: no integer MMA for " + std::string(dtype_name(w->type)));
   with_weight_type(w->type, [&]<DType T>() {
     if constexpr (has_codes<T>())
-      st = launch("mmq_id_kernel", pick_kernel<T, MmqIdKernel>(wgmma_enabled()), grid, block, 0, s.stream, arg(n.dst), arg(w),
+      st = launch("mmq_id_kernel", pick_kernel<T, MmqIdKernel>(s.wgmma), grid, block, 0, s.stream, arg(n.dst), arg(w),
                   row_layout(w), qx.value(), x->ne[1], arg(n.src[3]), g.value());
   });
   return st;

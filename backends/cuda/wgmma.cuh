@@ -101,6 +101,19 @@ inline RowCol wgmma_d(unsigned j, unsigned i) {
   const unsigned w = (lin % 128) / 32, lane = lin % 32;
   return {16 * w + lane / 4 + (i >= 2 ? 8 : 0), 8 * j + 2 * (lane % 4) + (i & 1)};
 }
+// d[j][i] = add(d[j][i], the sum over K of product(row of A, row of B, k)) for this thread's
+// fragment of an m64n32 D, the sum in Sum (double, or int64 for exact integers).
+template <class Sum, unsigned K, class D, class Product, class Add>
+inline void wgmma_emulate(D (&d)[4][4], Product product, Add add) {
+  require_full_warp("wgmma.mma_async");
+  for (unsigned j = 0; j < 4; ++j)
+    for (unsigned i = 0; i < 4; ++i) {
+      const RowCol p = wgmma_d(j, i);
+      Sum s = 0;
+      for (unsigned k = 0; k < K; ++k) s += product(p.row, p.col, k);
+      d[j][i] = add(d[j][i], s);
+    }
+}
 }  // namespace emu
 #endif
 
@@ -109,14 +122,9 @@ inline RowCol wgmma_d(unsigned j, unsigned i) {
 template <bool Bf16>
 __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOperand& a, const WgmmaOperand& b) {
 #if defined(KESTREL_CUDA_EMULATE)
-  emu::require_full_warp("wgmma.mma_async");
-  for (unsigned j = 0; j < 4; ++j)
-    for (unsigned i = 0; i < 4; ++i) {
-      const emu::RowCol p = emu::wgmma_d(j, i);
-      double s = 0;
-      for (unsigned k = 0; k < 16; ++k) s += emu::wgmma_element(a, p.row, k, Bf16) * emu::wgmma_element(b, p.col, k, Bf16);
-      d[j][i] = static_cast<float>(s + static_cast<double>(d[j][i]));
-    }
+  emu::wgmma_emulate<double, 16>(
+      d, [&](unsigned m, unsigned n, unsigned k) { return emu::wgmma_element(a, m, k, Bf16) * emu::wgmma_element(b, n, k, Bf16); },
+      [](float acc, double s) { return static_cast<float>(s + static_cast<double>(acc)); });
 #elif defined(KS_HAVE_WGMMA)
 #define KS_WGMMA_ASM(TYPE)                                                                                                  \
   asm volatile(                                                                                                             \
@@ -133,7 +141,7 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOpe
     KS_WGMMA_ASM("f16");
 #undef KS_WGMMA_ASM
 #else
-  __trap();  // not sm_90a: the host never picks a wgmma kernel there (wgmma_available)
+  __trap();  // not sm_90a: the host never picks a wgmma kernel there (wgmma_requested)
 #endif
 }
 
@@ -141,19 +149,12 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const WgmmaOpe
 // wrapping at 32 bits (no .satfinite). The same fragment as above.
 __device__ __forceinline__ void wgmma_m64n32k32_s8(int (&d)[4][4], const WgmmaOperand& a, const WgmmaOperand& b) {
 #if defined(KESTREL_CUDA_EMULATE)
-  emu::require_full_warp("wgmma.mma_async");
-  for (unsigned j = 0; j < 4; ++j)
-    for (unsigned i = 0; i < 4; ++i) {
-      const emu::RowCol p = emu::wgmma_d(j, i);
-      int64_t s = 0;
-      for (unsigned k = 0; k < 32; ++k) {
-        int8_t x, y;
-        std::memcpy(&x, reinterpret_cast<const void*>(emu::wgmma_address(a, p.row, k, 1)), 1);
-        std::memcpy(&y, reinterpret_cast<const void*>(emu::wgmma_address(b, p.col, k, 1)), 1);
-        s += int64_t{x} * y;
-      }
-      d[j][i] = static_cast<int>(static_cast<uint32_t>(static_cast<uint64_t>(s) + static_cast<uint32_t>(d[j][i])));
-    }
+  const auto code = [](const WgmmaOperand& op, unsigned m, unsigned k) {
+    return static_cast<int64_t>(*reinterpret_cast<const int8_t*>(emu::wgmma_address(op, m, k, 1)));
+  };
+  emu::wgmma_emulate<int64_t, 32>(
+      d, [&](unsigned m, unsigned n, unsigned k) { return code(a, m, k) * code(b, n, k); },
+      [](int acc, int64_t s) { return static_cast<int>(static_cast<uint32_t>(static_cast<uint64_t>(s) + static_cast<uint32_t>(acc))); });
 #elif defined(KS_HAVE_WGMMA)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
