@@ -115,17 +115,17 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
   const SubGroup sg = sub_group(a);
   const int64_t kvh = sg.kvh, h0 = sg.h0, group = sg.n;
   const int32_t i0 = static_cast<int32_t>(blockIdx.x * kSplit), n = nc - i0 < 0 ? 0 : (nc - i0 < kSplit ? nc - i0 : kSplit);
-  for (int64_t j = threadIdx.x; j < group * kSplit; j += blockDim.x) {
-    const int64_t g = j / kSplit, i = j % kSplit, h = h0 + g;
-    float p = 0.0f;
-    if (i < n) {
-      const float s = scores[(t * a.n_head + h) * a.max_cells + i0 + i];
-      const float e = isinf(s) ? 0.0f : expf(s - maxes[t * a.n_head + h]);
-      p = static_cast<float>(e / sums[t * a.n_head + h]);
-      if (a.v_kind != kCacheF32) p = round_half(p);
-      if (e == 0.0f) p = 0.0f;
-    }
-    ps[j] = p;
+  // Only the split's n cells (the V loop reads no further): a short cache's few probabilities
+  // take a thread each rather than every thread walking kSplit slots.
+  for (int32_t j = static_cast<int32_t>(threadIdx.x); j < static_cast<int32_t>(group) * n; j += static_cast<int32_t>(blockDim.x)) {
+    const int32_t g = j / n, i = j % n;
+    const int64_t h = h0 + g;
+    const float s = scores[(t * a.n_head + h) * a.max_cells + i0 + i];
+    const float e = isinf(s) ? 0.0f : expf(s - maxes[t * a.n_head + h]);
+    float p = static_cast<float>(e / sums[t * a.n_head + h]);
+    if (a.v_kind != kCacheF32) p = round_half(p);
+    if (e == 0.0f) p = 0.0f;
+    ps[g * kSplit + i] = p;
   }
   __syncthreads();
   // A thread per output dimension, the cells in order (the reference's float sums); kAhead V

@@ -113,6 +113,15 @@ class CudaExecutor final : public Executor {
     stream_.forget_x();  // the host or another backend may have written anything since
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
+      if (rope_store_fusion(g.nodes(), i, end)) {  // ROPE q, ROPE k, KV_STORE k and v in one kernel
+        stream_.forget_x();
+        const Status st = run_rope_store(&n, stream_);
+        if (!st.ok())
+          return Error(st.code(), "ROPE and KV_STORE (nodes " + std::to_string(i) + " to " + std::to_string(i + 3) +
+                                      "): " + st.message());
+        i += 3;
+        continue;
+      }
       const size_t fused = norm_fusion(g.nodes(), i, end);  // [ADD ->] RMS_NORM -> MUL in one kernel
       if (fused > 0) stream_.forget_x();
       const size_t taken = fused > 0 ? fused : 1;

@@ -1,7 +1,7 @@
 // Row-wise element ops (ADD, MUL, SILU, SWIGLU, SWIGLU_OAI, CONCAT), MOE_SUM, KV_STORE and
 // GET_ROWS: one thread per element (or per 32-value chunk of a quantized row), grid-stride loops.
 // A gate (SWIGLU, SWIGLU_OAI) followed by an integer-code matmul of its output (the FFN's down
-// projection) runs a thread per chunk instead and writes the matmul's int8 input as well.
+// projection) runs a warp per chunk instead and writes the matmul's int8 input as well.
 #include "backends/cuda/int_codes.cuh"
 
 namespace kestrel::cuda {
@@ -43,18 +43,24 @@ __global__ void binary_kernel(TensorArg dst, TensorArg a, TensorArg b, int op, f
   }
 }
 
-// The same op, a thread per 32-value chunk (qmode 1, Q8_0) or 256-value block (qmode 2, Q8_K)
-// of dst, which it then quantizes as the next matmul's input, where quantize_x would put it.
+// The same op, a warp per 32-value chunk (qmode 1, Q8_0) or 256-value block (qmode 2, Q8_K) of
+// dst, lanes over its values, which the warp then quantizes as the next matmul's input, where
+// quantize_x would put it.
 __global__ void binary_quantize_kernel(TensorArg dst, TensorArg a, TensorArg b, int op, float alpha, float limit, int qmode,
                                        int8_t* xq, float* xd, int32_t* xs) {
   const int64_t K = dst.ne[0], span = qmode == 1 ? 32 : 256, per_row = K / span, n = per_row * dst.rows(), nb = K / 32;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row, k0 = span * (i % per_row);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const unsigned lane = threadIdx.x % 32;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
+    const int64_t r = i / per_row, k0 = span * (i % per_row), c0 = r * nb + k0 / 32;
     float* y = dst.f32(r) + k0;
-    for (int64_t k = 0; k < span; ++k) y[k] = binary_value(static_cast<Binary>(op), a, b, r, k0 + k, alpha, limit);
-    if (qmode == 1) quantize_q8_0_chunk(y, xq + r * K + k0, xd + r * nb + k0 / 32, xs + 2 * (r * nb + k0 / 32));
-    else quantize_q8_K_block(y, xq + r * K + k0, xd + r * nb + k0 / 32, xs + 2 * (r * nb + k0 / 32));
+    float v[8];
+    for (int j = 0; j < span / 32; ++j) {
+      v[j] = binary_value(static_cast<Binary>(op), a, b, r, k0 + lane + 32 * j, alpha, limit);
+      y[lane + 32 * j] = v[j];
+    }
+    if (qmode == 1) quantize_q8_0_warp(v[0], xq + r * K + k0, xd + c0, xs + 2 * c0);
+    else quantize_q8_K_warp(v, xq + r * K + k0, xd + c0, xs + 2 * c0);
   }
 }
 
@@ -143,7 +149,7 @@ Status run_elementwise(const Node& n, Stream& s, const Node* next) {
     auto p = plan_quantize_x(n.dst, vdt, s);
     if (p.ok()) {
       const int qmode = vdt == DType::Q8_K ? 2 : 1;
-      KS_RETURN_IF_ERROR(KS_LAUNCH(binary_quantize_kernel, dim3(grid_for(n.dst->n_elements() / (qmode == 1 ? 32 : 256))),
+      KS_RETURN_IF_ERROR(KS_LAUNCH(binary_quantize_kernel, dim3(grid_for(n.dst->n_elements() / (qmode == 1 ? 1 : 8))),
                                    dim3(kThreads), 0, s.stream, arg(n.dst), arg(n.src[0]), b, static_cast<int>(op), alpha,
                                    limit, qmode, p.value().q, p.value().d, p.value().s));
       s.x_key = p.value().key;

@@ -15,22 +15,27 @@ namespace kestrel::cuda {
 namespace {
 
 constexpr unsigned kWarps = 8;  // rows per block
+constexpr int kAhead = 4;       // chunks a lane loads before it dots them
 
-// One thread per 32 values (quantize_q8_0_chunk), or per 256 (quantize_q8_K_block).
+// A warp per 32 values (quantize_q8_0_warp), or per 256 (quantize_q8_K_warp): a decode step's
+// single column still spreads over K / 32 lanes' worth of warps instead of K / 32 threads.
 __global__ void quantize_q8_0_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
   const int64_t K = x.ne[0], nb = K / 32, n = nb * x.rows();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
     const int64_t col = i / nb, b = i % nb;
-    quantize_q8_0_chunk(x.f32(col) + 32 * b, xq + col * K + 32 * b, xd + i, xs + 2 * i);
+    quantize_q8_0_warp(x.f32(col)[32 * b + threadIdx.x % 32], xq + col * K + 32 * b, xd + i, xs + 2 * i);
   }
 }
 __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t* xs) {
   const int64_t K = x.ne[0], nb = K / 32, n = K / 256 * x.rows();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
     const int64_t col = i / (K / 256), b = i % (K / 256), c0 = col * nb + 8 * b;  // its first chunk
-    quantize_q8_K_block(x.f32(col) + 256 * b, xq + col * K + 256 * b, xd + c0, xs + 2 * c0);
+    const float* src = x.f32(col) + 256 * b + threadIdx.x % 32;
+    float v[8];
+    for (int j = 0; j < 8; ++j) v[j] = src[32 * j];
+    quantize_q8_K_warp(v, xq + col * K + 256 * b, xd + c0, xs + 2 * c0);
   }
 }
 
@@ -66,12 +71,20 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, RowLayout rl, Quantiz
   const int nc = static_cast<int>(M < NC ? M : NC);
   double acc[NC];
   for (int j = 0; j < NC; ++j) acc[j] = 0;
-  for (int64_t c = lane; c < nb; c += 32) {
-    ChunkCodes k;
-    chunk_codes<T>(row, c, k, rl);
-    for (int j = 0; j < NC; ++j) {
-      if (j >= nc) break;
-      acc[j] += chunk_dot(k, x, j, c, K);
+  // kAhead chunks a lane at a time, all their weight loads issued before the first dot (one
+  // memory round trip per kAhead chunks instead of one per chunk); the sums in chunk order.
+  for (int64_t c0 = lane; c0 < nb; c0 += 32 * kAhead) {
+    ChunkCodes k[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (c0 + 32 * u < nb) chunk_codes<T>(row, c0 + 32 * u, k[u], rl);
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (c0 + 32 * u >= nb) break;
+      for (int j = 0; j < NC; ++j) {
+        if (j >= nc) break;
+        acc[j] += chunk_dot(k[u], x, j, c0 + 32 * u, K);
+      }
     }
   }
   const double total = warp_sum_columns<NC>(acc, nc, part);
@@ -152,10 +165,10 @@ Expected<QuantizedX> quantize_x(const Tensor* x, DType vdt, Stream& s, size_t ex
   s.forget_x();
   const int64_t K = x->ne[0], M = x->n_rows();
   if (vdt == DType::Q8_K)
-    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_K_kernel, dim3(grid_stride_blocks(K / 256 * M, 128)), dim3(128), 0, s.stream,
+    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_K_kernel, dim3(grid_stride_blocks(K / 256 * M * 32, 128)), dim3(128), 0, s.stream,
                                  arg(x), p.q, p.d, p.s));
   else
-    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(K / 32 * M, 128)), dim3(128), 0, s.stream,
+    KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_q8_0_kernel, dim3(grid_stride_blocks(K / 32 * M * 32, 128)), dim3(128), 0, s.stream,
                                  arg(x), p.q, p.d, p.s));
   s.x_key = p.key;
   return QuantizedX{p.q, p.d, p.s};

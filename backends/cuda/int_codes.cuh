@@ -66,6 +66,44 @@ __device__ __forceinline__ void quantize_q8_K_block(const float* src, int8_t* q,
   for (int c = 0; c < 8; ++c) d8[c] = amax != 0.0f ? 1 / iscale : 0.0f;
 }
 
+// The same as quantize_q8_0_chunk, a warp per chunk: lane j holds element j (v) and writes
+// code j; the max over lanes is exact and the code sums are integers, so the bits agree.
+__device__ __forceinline__ void quantize_q8_0_warp(float v, int8_t* q, float* d, int32_t* s2) {
+  const unsigned lane = threadIdx.x % 32;
+  float amax = fmaxf(0.0f, fabsf(v));  // (a NaN counts as 0, as fmaxf in the serial loop)
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const int8_t c = static_cast<int8_t>(rintf(v * id));
+  q[lane] = c;
+  int32_t sum = c;
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) *d = round_half(amax / 127.0f);
+  if (lane % 16 == 0) s2[lane / 16] = sum;
+}
+// The same as quantize_q8_K_block, a warp per 256 values: lane j holds elements j + 32 i in v[i].
+// The scale's value is the first of largest magnitude, as the serial loop's strict > keeps it.
+__device__ __forceinline__ void quantize_q8_K_warp(const float (&v)[8], int8_t* q, float* d8, int32_t* s16) {
+  const unsigned lane = threadIdx.x % 32;
+  float amax = 0, max = 0;
+  int at = 256;
+  for (int i = 0; i < 8; ++i)
+    if (fabsf(v[i]) > amax) amax = fabsf(v[i]), max = v[i], at = static_cast<int>(lane) + 32 * i;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float oa = __shfl_xor_sync(0xffffffffu, amax, o), om = __shfl_xor_sync(0xffffffffu, max, o);
+    const int oat = __shfl_xor_sync(0xffffffffu, at, o);
+    if (oa > amax || (oa == amax && oat < at)) amax = oa, max = om, at = oat;
+  }
+  const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+  for (int i = 0; i < 8; ++i) {
+    const int8_t c = static_cast<int8_t>(fminf(127.0f, fmaxf(-128.0f, rintf(iscale * v[i]))));
+    q[lane + 32 * i] = c;
+    int32_t sum = c;  // over the 16 lanes of element (lane + 32 i)'s half: sum 2 i + lane / 16
+    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane % 16 == 0) s16[2 * i + lane / 16] = sum;
+  }
+  if (lane < 8) d8[lane] = amax != 0.0f ? 1 / iscale : 0.0f;
+}
+
 // A weight chunk as codes: q[i] packs elements 4i .. 4i + 3 (lowest byte first), and element e
 // is d[e / 16] * code + m[e / 16].
 struct ChunkCodes {

@@ -57,6 +57,10 @@ size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end);
 Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* next = nullptr);
 Status run_softmax(const Node& n, Stream& s);
 Status run_rope(const Node& n, Stream& s);
+// ROPE(q) -> ROPE(k) -> KV_STORE(k's rotation) -> KV_STORE(v) as one kernel (rope_store.cu):
+// whether nodes[i..i + 4) (before `end`) are that chain with layouts the kernel takes.
+bool rope_store_fusion(const std::vector<Node>& nodes, size_t i, size_t end);
+Status run_rope_store(const Node* nodes, Stream& s);
 Status run_attention(const Node& n, Stream& s);
 // Few tokens over a long cache: GQA-aware and split over the cache (attention_decode.cu).
 bool attention_decode_applies(const Node& n);

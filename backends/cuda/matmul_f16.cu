@@ -35,7 +35,7 @@ __device__ __forceinline__ uint32_t b16_bits(float v) {
 }
 
 constexpr unsigned kGemvWarps = 8;  // rows per block
-constexpr int kAhead = 2;            // 16-byte loads in flight per lane
+constexpr int kAhead = 4;            // 16-byte loads in flight per lane
 
 // acc[c] += this lane's share of the 16-bit row . column c of xr (columns K floats apart), c < nc.
 // The row is 16-byte aligned (K % 8 == 0).

@@ -1,15 +1,19 @@
 // RMS_NORM and SOFTMAX (a block per row, block-wide reductions) and ROPE (a thread per rotated
-// pair). RMS_NORM also runs fused with the ADD before it (the residual) and the MUL by its gain
-// after it: one launch and one pass where three would take three of each. When the next node is
-// an integer-code MATMUL of the fused output (q after the attention norm, gate after the FFN
-// norm), the same kernel also writes that matmul's quantized input (int_codes.cuh), so the
+// pair, rope.cuh). RMS_NORM also runs fused with the ADD before it (the residual) and the MUL by
+// its gain after it: one launch and one pass where three would take three of each. When the next
+// node is an integer-code MATMUL of the fused output (q after the attention norm, gate after the
+// FFN norm), the same kernel also writes that matmul's quantized input (int_codes.cuh), so the
 // matmuls skip quantize_x's launch.
 #include "backends/cuda/int_codes.cuh"
+#include "backends/cuda/rope.cuh"
 
 namespace kestrel::cuda {
 namespace {
 
 constexpr unsigned kRowThreads = 256;
+// The fused norm splits rows of more than kSlice values over blocks when there are fewer than
+// kSplitRows rows (kSlice: a multiple of 256, for Q8_K's blocks).
+constexpr int64_t kSlice = 512, kSplitRows = 32;
 
 // vec4: every row 16-byte aligned and K a multiple of 4, so the sum of squares reads float4s.
 // The sum of squares in double, as the reference (the scale then matches it to the last bit
@@ -39,42 +43,79 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = x[k] * scale;
 }
 
-// [h = a + b ->] y = RMS_NORM(h) -> z = y * gain, a block per row, every output written and each
-// value rounded as the separate ops round it (b and gain broadcast over rows as ADD and MUL do).
-// Without a, h is the norm's input. A thread reads and writes only its own elements k, except
-// the vec4 sum of squares, which runs after a barrier: outputs that are their inputs (in place)
-// behave as in the three ops run one after another.
-// qmode 1 or 2: then z's row is quantized as Q8_0 (1) or Q8_K (2) into xq/xd/xs, where
-// quantize_x would put it (after a barrier: the row's values come from every thread).
+// The same partial sums as sum_squares, each value from get(k) (the fused ADD's a + b, before h
+// holds it): the same terms in the same order, so the same scale to the last bit.
+template <class Get>
+__device__ __forceinline__ double sum_squares_of(Get get, int64_t K, bool vec4) {
+  double ss = 0;
+  if (vec4) {
+    for (int64_t k = 4 * threadIdx.x; k < K; k += 4 * blockDim.x) {
+      const float v0 = get(k), v1 = get(k + 1), v2 = get(k + 2), v3 = get(k + 3);
+      ss += static_cast<double>(v0) * v0 + static_cast<double>(v1) * v1 + static_cast<double>(v2) * v2 +
+            static_cast<double>(v3) * v3;
+    }
+  } else {
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+      const float v = get(k);
+      ss += static_cast<double>(v) * v;
+    }
+  }
+  return ss;
+}
+
+// [h = a + b ->] y = RMS_NORM(h) -> z = y * gain, every output written and each value rounded as
+// the separate ops round it (b and gain broadcast over rows as ADD and MUL do; the host checked
+// that their rows hold K values). Without a, h is the norm's input.
+// Block (r, s) writes columns [s * slice, (s + 1) * slice) of row r. With one block a row (slice
+// = K), a thread reads and writes only its own elements, except the vec4 sum of squares, which
+// runs after a barrier: outputs that are their inputs (in place) behave as in the three ops run
+// one after another. With several (decode's few rows; the host splits only when no input read
+// across the row is also an output), each block sums the whole row itself, the same terms in the
+// same order as one block would.
+// qmode 1 or 2: then z's slice is quantized as Q8_0 (1) or Q8_K (2) into xq/xd/xs, where
+// quantize_x would put it, a warp per 32 or 256 values (after a barrier: they come from every
+// thread; slice is a multiple of 256).
 __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z, TensorArg gain,
-                                    float eps, bool vec4, int qmode, int8_t* xq, float* xd, int32_t* xs) {
+                                    float eps, bool vec4, int qmode, int8_t* xq, float* xd, int32_t* xs, int64_t slice) {
   __shared__ double scratch[32];
-  const int64_t K = h.ne[0], r = blockIdx.x;
+  const int64_t K = h.ne[0], r = blockIdx.x, k0 = blockIdx.y * slice, k1 = k0 + slice < K ? k0 + slice : K;
   float* hr = h.f32(r);
+  double ss;
   if (a.data) {
     const float* ar = a.f32(r);
     const float* br = b.f32(r % b.rows());
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) hr[k] = ar[k] + br[k % b.ne[0]];
-    __syncthreads();  // the vec4 sum reads other threads' h
+    if (gridDim.y == 1) {
+      for (int64_t k = threadIdx.x; k < K; k += blockDim.x) hr[k] = ar[k] + br[k];
+      __syncthreads();  // the vec4 sum reads other threads' h
+      ss = block_sum(sum_squares(hr, K, vec4), scratch);
+    } else {
+      ss = block_sum(sum_squares_of([&](int64_t k) { return ar[k] + br[k]; }, K, vec4), scratch);
+      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) hr[k] = ar[k] + br[k];
+    }
+  } else {
+    ss = block_sum(sum_squares(hr, K, vec4), scratch);
   }
-  const double ss = block_sum(sum_squares(hr, K, vec4), scratch);
   const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
   float *yr = y.f32(r), *zr = z.f32(r);
   const float* g = gain.f32(r % gain.rows());
-  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
     const float v = hr[k] * scale;
     yr[k] = v;
-    zr[k] = v * g[k % gain.ne[0]];
+    zr[k] = v * g[k];
   }
   if (qmode == 0) return;
   __syncthreads();
-  const int64_t nb = K / 32;
-  if (qmode == 1)
-    for (int64_t c = threadIdx.x; c < nb; c += blockDim.x)
-      quantize_q8_0_chunk(zr + 32 * c, xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
-  else
-    for (int64_t c = threadIdx.x; c < K / 256; c += blockDim.x)
-      quantize_q8_K_block(zr + 256 * c, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
+  const int64_t nb = K / 32, warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (qmode == 1) {
+    for (int64_t c = k0 / 32 + warp; c < k1 / 32; c += warps)
+      quantize_q8_0_warp(zr[32 * c + lane], xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
+  } else {
+    for (int64_t c = k0 / 256 + warp; c < k1 / 256; c += warps) {
+      float v[8];
+      for (int j = 0; j < 8; ++j) v[j] = zr[256 * c + lane + 32 * j];
+      quantize_q8_K_warp(v, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
+    }
+  }
 }
 
 __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
@@ -92,48 +133,14 @@ __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = static_cast<float>(y[k] / sum);
 }
 
-struct RopeArgs {
-  int32_t n_rot, mode;
-  float freq_base, freq_scale, ext_factor, attn_factor;
-  float theta_scale, corr0, corr1;
-};
-
-// A thread per (row, rotated pair), or per copied tail value. Pair j's angle is the position times
-// theta_scale^j reached by j repeated float multiplications, as the reference's serial loop
-// reaches it (bit for bit); each thread repeats those few multiplications instead of waiting on
-// a neighbour.
+// A thread per (row, rotated pair), or per copied tail value (rope.cuh).
 __global__ void rope_kernel(TensorArg dst, TensorArg src, const int32_t* pos, const float* freq_factors, RopeArgs p) {
-  const int64_t head_dim = src.ne[0], n_head = src.ne[1], rows = src.rows();
-  const int64_t half = p.n_rot / 2, per_row = half + (head_dim - p.n_rot);
+  const int64_t n_head = src.ne[1], rows = src.rows(), per_row = rope_items_per_row(src.ne[0], p.n_rot);
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows * per_row;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = idx / per_row, j = idx % per_row;
-    const float* x = src.f32(r);
-    float* y = dst.f32(r);
-    if (j >= half) {  // past the rotated dimensions: a copy
-      const int64_t i = p.n_rot + (j - half);
-      y[i] = x[i];
-      continue;
-    }
-    float theta_base = static_cast<float>(pos[r / n_head]);
-    for (int64_t k = 0; k < j; ++k) theta_base *= p.theta_scale;
-    const int64_t i0 = 2 * j;
-    const float f = freq_factors ? freq_factors[j] : 1.0f;
-    const float theta_extrap = theta_base / f;
-    const float theta_interp = p.freq_scale * theta_extrap;
-    float theta = theta_interp, mscale = p.attn_factor;
-    if (p.ext_factor != 0.0f) {
-      const float v = (static_cast<float>(j) - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
-      const float ramp = (1 - fminf(1.0f, fmaxf(0.0f, v))) * p.ext_factor;
-      theta = theta_interp * (1 - ramp) + theta_extrap * ramp;
-      mscale *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
-    }
-    const float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
-    const int64_t a = p.mode == ROPE_NEOX ? j : i0;
-    const int64_t b = p.mode == ROPE_NEOX ? j + half : i0 + 1;
-    const float x0 = x[a], x1 = x[b];
-    y[a] = x0 * c - x1 * s;
-    y[b] = x0 * s + x1 * c;
+    const int64_t r = idx / per_row;
+    rope_item(src.f32(r), dst.f32(r), static_cast<float>(pos[r / n_head]), idx % per_row, freq_factors, p,
+              [](int64_t, float) {});
   }
 }
 
@@ -217,10 +224,24 @@ Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* n
     auto p = plan_quantize_x(mul.dst, vdt, s);
     if (p.ok()) plan = p.value(), qmode = vdt == DType::Q8_K ? 2 : 1;
   }
-  KS_RETURN_IF_ERROR(KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(h->n_rows())), dim3(threads_for(K, kRowThreads)),
+  // Decode's few rows would leave most of the GPU idle at a block each: then blocks of kSlice
+  // columns, each summing its whole row, where no input read across the row is an output.
+  const int64_t rows = h->n_rows();
+  int64_t slice = K;
+  if (rows < kSplitRows && K > kSlice) {
+    const Tensor* ins[2] = {add ? nodes[0].src[0] : h, add ? nodes[0].src[1] : nullptr};
+    const Tensor* outs[3] = {norm.dst, mul.dst, add ? h : nullptr};
+    bool ok = true;
+    for (const Tensor* in : ins)
+      for (const Tensor* out : outs)
+        if (in && out && !apart(in, out)) ok = false;
+    if (ok) slice = kSlice;
+  }
+  const unsigned splits = static_cast<unsigned>((K + slice - 1) / slice);
+  KS_RETURN_IF_ERROR(KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(rows), splits), dim3(threads_for(K, kRowThreads)),
                                0, s.stream, arg(h), add ? arg(nodes[0].src[0]) : TensorArg{},
                                add ? arg(nodes[0].src[1]) : TensorArg{}, arg(norm.dst), arg(mul.dst), arg(mul.src[1]),
-                               norm.param<NormParams>().eps, aligned16(h), qmode, plan.q, plan.d, plan.s));
+                               norm.param<NormParams>().eps, aligned16(h), qmode, plan.q, plan.d, plan.s, slice));
   if (qmode) s.x_key = plan.key;
   return Status::Ok();
 }
@@ -233,20 +254,10 @@ Status run_softmax(const Node& n, Stream& s) {
 
 Status run_rope(const Node& n, Stream& s) {
   const RopeParams& rp = n.param<RopeParams>();
-  RopeArgs p{rp.n_rot, rp.mode, rp.freq_base, rp.freq_scale, rp.ext_factor, rp.attn_factor, 0, 0, 0};
-  // Host-side constants, computed as the reference computes them (float, same order).
-  p.theta_scale = std::pow(rp.freq_base, -2.0f / static_cast<float>(rp.n_rot));
-  if (rp.ext_factor != 0.0f) {
-    auto corr_dim = [&](float n_rot) {
-      return rp.n_rot * std::log(rp.n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(rp.freq_base));
-    };
-    p.corr0 = std::max(0.0f, std::floor(corr_dim(rp.beta_fast)));
-    p.corr1 = std::min(static_cast<float>(rp.n_rot - 1), std::ceil(corr_dim(rp.beta_slow)));
-  }
-  const int64_t items = n.src[0]->n_rows() * (rp.n_rot / 2 + (n.src[0]->ne[0] - rp.n_rot));
+  const int64_t items = n.src[0]->n_rows() * rope_items_per_row(n.src[0]->ne[0], rp.n_rot);
   return KS_LAUNCH(rope_kernel, dim3(grid_stride_blocks(items, 128)), dim3(128), 0, s.stream, arg(n.dst), arg(n.src[0]),
                    static_cast<const int32_t*>(n.src[1]->data),
-                   n.src[2] ? static_cast<const float*>(n.src[2]->data) : static_cast<const float*>(nullptr), p);
+                   n.src[2] ? static_cast<const float*>(n.src[2]->data) : static_cast<const float*>(nullptr), rope_args(rp));
 }
 
 }  // namespace kestrel::cuda

@@ -87,9 +87,12 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
 // two must agree bit for bit, and both agree with the reference.
 TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, odd rows, no ADD") {
   // variant 0: new tensors; 1: b and gain broadcast; 2: in place (the norm and the MUL write the
-  // ADD's output); 3: no ADD. Where K allows, an integer-code MATMUL of z follows (Q4_0: Q8_0
+  // ADD's output); 3: no ADD; 4: variant 0 with 12 rows; 5: no ADD, in place (the norm and the MUL
+  // write their input, a SILU's output). Where K allows, an integer-code MATMUL of z follows (Q4_0: Q8_0
   // activations; Q4_K: Q8_K), whose quantized input the fused kernel writes too: 3 rows take the
-  // GEMV, 12 the tensor-core GEMM.
+  // GEMV, 12 the tensor-core GEMM. K 1088 (Q4_0) and 2048 (Q4_K) with 3 rows: each row split over
+  // blocks of 512 columns (a partial last one for 1088), except in variant 5, whose row-wide input
+  // is an output.
   int64_t R = 3;
   Tensor* mm = nullptr;
   const auto build = [&](Case& c, int64_t K, int variant, bool apart, Tensor** z_out) {
@@ -102,15 +105,20 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
       if (apart) c.g.add(Op::SILU, output(c, 5), other);
     };
     Tensor* h = a;
-    if (variant != 3) {
+    if (variant == 5) {  // h written by a node that does not fuse (the harness poisons outputs first)
+      h = output(c, K, R);
+      c.g.add(Op::SILU, h, a);
+      gap();
+    }
+    if (variant != 3 && variant != 5) {
       h = output(c, K, R);
       c.g.add(Op::ADD, h, a, b);
       gap();
     }
-    Tensor* y = variant == 2 ? h : output(c, K, R);
+    Tensor* y = variant == 2 || variant == 5 ? h : output(c, K, R);
     c.g.add(Op::RMS_NORM, y, h).params = NormParams{.eps = 1e-5f};
     gap();
-    Tensor* z = variant == 2 ? y : output(c, K, R);
+    Tensor* z = variant == 2 || variant == 5 ? y : output(c, K, R);
     c.g.add(Op::MUL, z, y, gain);
     *z_out = z;
     mm = nullptr;
@@ -121,15 +129,15 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
       c.g.add(Op::MATMUL, mm, c.g.external(w), z);
     }
   };
-  for (int64_t K : {5, 64, 257, 2048}) {
-    for (int variant = 0; variant < 5; ++variant) {
+  for (int64_t K : {5, 64, 257, 1088, 2048}) {
+    for (int variant = 0; variant < 6; ++variant) {
       R = variant == 4 ? 12 : 3;  // variant 4: variant 0's tensors, 12 rows
       std::vector<float> zs[2], ms[2];
       for (bool apart : {false, true}) {
         Case c;
         c.name = "add_norm_mul K " + std::to_string(K) + " variant " + std::to_string(variant) + (apart ? " apart" : "");
         Tensor* z = nullptr;
-        build(c, K, variant % 4, apart, &z);
+        build(c, K, variant == 4 ? 0 : variant, apart, &z);
         check_case(c, 1e-4, 1e-4);
         auto cuda = try_backend("cuda");
         if (!cuda) continue;
@@ -331,6 +339,76 @@ TEST_CASE("ROPE: normal and neox, partial rotation, frequency factors, YaRN") {
       Tensor* dst = output(c, hd, nh, T);
       c.g.add(Op::ROPE, dst, x, pos, ff).params = p;
       check_case(c, 1e-5, 1e-4);
+    }
+  }
+}
+
+// ROPE(q) -> ROPE(k) -> KV_STORE(k) -> KV_STORE(v), which CUDA runs as one kernel when the four
+// nodes are adjacent: built once adjacent and once with an unrelated node between each two
+// (nothing fuses); on CUDA the two agree bit for bit (the ropes' outputs and both caches), and
+// both agree with the reference. Every cache type; normal and neox; partial rotation with
+// frequency factors; one token and several.
+TEST_CASE("ROPE, ROPE, KV_STORE, KV_STORE fused on CUDA: the separate kernels' bits, every cache type") {
+  for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const int64_t hd = 64, nh = 4, nkv = 2, T = variant % 2 ? 3 : 1, cells = 7;
+      std::vector<uint8_t> caches[2], ys[2];
+      for (bool apart : {false, true}) {
+        std::mt19937 rng(static_cast<unsigned>(31 + variant));
+        Case c;
+        c.name = std::string("rope_store ") + dtype_name(cache_type) + " variant " + std::to_string(variant) +
+                 (apart ? " apart" : "");
+        RopeParams p;
+        p.mode = variant < 2 ? ROPE_NORMAL : ROPE_NEOX;
+        p.n_rot = variant == 3 ? 32 : 64;
+        p.n_ctx_orig = 4096;
+        Tensor kc = c.buf.tensor(cache_type, hd * nkv, cells), vc = c.buf.tensor(cache_type, hd * nkv, cells);
+        fill_random(kc, rng);
+        fill_random(vc, rng);
+        Tensor* kct = c.g.external(kc);
+        Tensor* vct = c.g.external(vc);
+        c.i32a = {0, 17, 300};  // positions
+        c.i32b = {5, 2, 6};     // slots
+        c.i32a.resize(T), c.i32b.resize(T);
+        Tensor* pos = input_i32(c, c.i32a);
+        Tensor* slots = input_i32(c, c.i32b);
+        Tensor* ff = nullptr;
+        if (variant == 3) {
+          ff = input(c, DType::F32, rng, p.n_rot / 2);
+          for (int i = 0; i < p.n_rot / 2; ++i) ff->f32()[i] = 1.0f + std::fabs(ff->f32()[i]) * 30;
+        }
+        Tensor* q = input(c, DType::F32, rng, hd, nh, T);
+        Tensor* k = input(c, DType::F32, rng, hd, nkv, T);
+        Tensor* v = input(c, DType::F32, rng, hd * nkv, T);
+        Tensor* other = input(c, DType::F32, rng, 5);
+        const auto gap = [&] {
+          if (apart) c.g.add(Op::SILU, output(c, 5), other);
+        };
+        Tensor* yq = output(c, hd, nh, T);
+        c.g.add(Op::ROPE, yq, q, pos, ff).params = p;
+        gap();
+        Tensor* yk = output(c, hd, nkv, T);
+        c.g.add(Op::ROPE, yk, k, pos, ff).params = p;
+        gap();
+        Tensor* yk2 = c.g.external(make_tensor(DType::F32, hd * nkv, T, 1, 1, yk->data));  // k's rows as cache rows
+        c.g.add(Op::KV_STORE, kct, kct, yk2, slots);
+        gap();
+        c.g.add(Op::KV_STORE, vct, vct, v, slots);
+        c.outputs.push_back(kct);
+        c.outputs.push_back(vct);
+        check_case(c, 1e-5, 1e-4);
+        auto cuda = try_backend("cuda");
+        if (!cuda) continue;
+        run_on_device(*cuda, c.g);
+        for (const Tensor* t : {kct, vct})
+          caches[apart].insert(caches[apart].end(), static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
+        for (const Tensor* t : {yq, yk})
+          ys[apart].insert(ys[apart].end(), static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
+      }
+      CAPTURE(dtype_name(cache_type));
+      CAPTURE(variant);
+      CHECK(caches[0] == caches[1]);
+      CHECK(ys[0] == ys[1]);
     }
   }
 }

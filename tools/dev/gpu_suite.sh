@@ -31,7 +31,8 @@
 #   GPU_SUITE_KEEP_MODELS [0]: 1 keeps every model (for reruns; needs the disk for all of them)
 #   GPU_SUITE_PP [512] GPU_SUITE_TG [128] GPU_SUITE_REPS [3]
 #   GPU_SUITE_MEMCHECK_FILTER [doctest -tc patterns below; empty: all of test_ops]
-#   GPU_SUITE_MEMCHECK_TIMEOUT [300 s]  GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
+#   GPU_SUITE_CTEST_TIMEOUT [900 s, each test]  GPU_SUITE_MEMCHECK_TIMEOUT [300 s]
+#   GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
 #   GPU_SUITE_DEPS [build-gpu-deps when present]: a folder of unpacked .deb files
 # shellcheck disable=SC2317  # the do_* step functions are called through step()
 set -euo pipefail
@@ -91,6 +92,7 @@ SKIP=" ${GPU_SUITE_SKIP:-} "
 # One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
 MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*MATMUL_ID of many tokens*,*MATMUL: the integer-code types*,*TOP_K*'}
 MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
+CTEST_TIMEOUT=${GPU_SUITE_CTEST_TIMEOUT:-900}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)
 
@@ -197,7 +199,7 @@ do_build() {
 # ---- 2. ctest -L cuda ------------------------------------------------------------------------
 do_ctest() {
   echo "KESTREL_TESTDATA=${KESTREL_TESTDATA:-(none: tests needing it skip)}"
-  run ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout 900 -j 4
+  run ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout "$CTEST_TIMEOUT" -j 4
 }
 
 # ---- 3. compute-sanitizer memcheck on test_ops --------------------------------------------
