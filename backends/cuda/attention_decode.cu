@@ -1,21 +1,22 @@
 // ATTENTION for a few tokens over a long cache (decode, speculative verification): each K and V
 // row is read once per kv head for its whole query group (GQA), and the cache is split into
-// kSplit-cell pieces so that one token still fills the GPU. Four launches:
+// kSplit-cell pieces so that one token still fills the GPU. Two launches:
 //   1. scores: a block per (split, kv head, token), the group's queries in shared memory, a
 //      warp per cell reading its K row once for all of them (double dots, as the reference,
 //      summed across the lanes); masked cells score -inf. Scores go to scratch,
-//      [token][head][cell].
-//   2. stats: a block per (head, token): the max over its scores and the sink, then the sum of
-//      exp(s - max) in double.
-//   3. pv: a block per (split, kv head, token): the split's probabilities of every head of the
+//      [token][head][cell]. The last of a (kv head, token)'s split blocks to finish (an atomic
+//      count) then takes its heads' statistics: the max over the scores and the sink, and the
+//      sum of exp(s - max) in double.
+//   2. pv: a block per (split, kv head, token): the split's probabilities of every head of the
 //      group in shared memory, p = exp(s - max) / sum rounded to fp16 for an F16 V cache (the
 //      reference's rounding: the normalised p, which an online softmax would not have), then a
-//      thread per output dimension, V read once for the group. Partial sums to scratch.
-//   4. reduce: the output is the splits' partial sums, added in split order.
+//      thread per output dimension, V read once for the group. Partial sums to scratch; the last
+//      split block to finish adds them in split order into the output.
 // Masks, sinks, soft-capping and MLA's strided V as in the part-1 kernel (attention.cu), which
 // stays the path for prefill. A group of more than kMaxGroup query heads (MLA's one KV head for
 // all of DeepSeek-V3's 128) is split into sub-groups of up to kMaxGroup, a block each: the K and V
-// rows are then read once per sub-group.
+// rows are then read once per sub-group. (The statistics and the final sum were launches of their
+// own; on an H100 each cost 3-4 us of a decode step's layer, nearly all of it launch latency.)
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {
@@ -43,7 +44,47 @@ __device__ __forceinline__ SubGroup sub_group(const DecodeArgs& a) {
   return {kvh, kvh * a.group + first, a.group - first < kMaxGroup ? a.group - first : kMaxGroup};
 }
 
-__global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, DecodeArgs a, float* scores) {
+// Whether this block is the last of n to get here on `counter` (every thread calls it; what the
+// blocks wrote before is then visible to the last one's load_l2 reads). The last one sets the
+// counter back to zero for the next launch.
+__device__ __forceinline__ bool last_block(unsigned* counter, unsigned n) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == n - 1;
+    if (last) atomicExch(counter, 0u);
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// Head h's statistics for token t over its nc scores (block-wide reductions; every thread calls).
+__device__ void head_stats(int64_t h, int32_t t, int32_t nc, const float* sinks, const DecodeArgs& a,
+                           const float* scores, float* maxes, double* sums) {
+  __shared__ float scratch[32];
+  __shared__ double dscratch[32];
+  const float* s = scores + (t * a.n_head + h) * a.max_cells;
+  float mx = -INFINITY;
+  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) mx = fmaxf(mx, load_l2(s + i));
+  mx = block_max(mx, scratch);
+  const float sink = sinks ? sinks[h] : -INFINITY;
+  mx = fmaxf(mx, sink);
+  double sum = 0;
+  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) {
+    const float si = load_l2(s + i);
+    sum += isinf(si) ? 0.0f : expf(si - mx);
+  }
+  sum = block_sum(sum, dscratch);
+  if (threadIdx.x == 0) {
+    maxes[t * a.n_head + h] = mx;
+    sums[t * a.n_head + h] = sum + (sinks ? exp(static_cast<double>(sink - mx)) : 0.0);
+  }
+}
+
+__global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, DecodeArgs a, float* scores,
+                              const float* sinks, float* maxes, double* sums, unsigned* done) {
   KS_DYNAMIC_SMEM(float, qs);  // [n][hd_k], rounded like the cache
   const AttentionBatch b = AttentionBatch::view(packed);
   const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
@@ -83,32 +124,12 @@ __global__ void scores_kernel(TensorArg q, TensorArg kc, const int32_t* packed, 
       }
     }
   }
+  if (!last_block(done + t * gridDim.y + blockIdx.y, gridDim.x)) return;
+  for (int64_t g = 0; g < group; ++g) head_stats(h0 + g, t, nc, sinks, a, scores, maxes, sums);
 }
 
-__global__ void stats_kernel(const int32_t* packed, const float* sinks, DecodeArgs a, const float* scores, float* maxes,
-                             double* sums) {
-  __shared__ float scratch[32];
-  __shared__ double dscratch[32];
-  const AttentionBatch b = AttentionBatch::view(packed);
-  const int64_t h = blockIdx.x;
-  const int32_t t = static_cast<int32_t>(blockIdx.y), nc = b.n_cells_of(t);
-  const float* s = scores + (t * a.n_head + h) * a.max_cells;
-  float mx = -INFINITY;
-  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) mx = fmaxf(mx, s[i]);
-  mx = block_max(mx, scratch);
-  const float sink = sinks ? sinks[h] : -INFINITY;
-  mx = fmaxf(mx, sink);
-  double sum = 0;
-  for (int32_t i = threadIdx.x; i < nc; i += blockDim.x) sum += isinf(s[i]) ? 0.0f : expf(s[i] - mx);
-  sum = block_sum(sum, dscratch);
-  if (threadIdx.x == 0) {
-    maxes[t * a.n_head + h] = mx;
-    sums[t * a.n_head + h] = sum + (sinks ? exp(static_cast<double>(sink - mx)) : 0.0);
-  }
-}
-
-__global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, const float* scores, const float* maxes,
-                          const double* sums, float* partial) {
+__global__ void pv_kernel(TensorArg dst, TensorArg vc, const int32_t* packed, DecodeArgs a, const float* scores,
+                          const float* maxes, const double* sums, float* partial, unsigned* done) {
   KS_DYNAMIC_SMEM(float, ps);  // [n][kSplit] probabilities of the split's cells
   const AttentionBatch b = AttentionBatch::view(packed);
   const int32_t t = static_cast<int32_t>(blockIdx.z), nc = b.n_cells_of(t);
@@ -152,15 +173,12 @@ __global__ void pv_kernel(TensorArg vc, const int32_t* packed, DecodeArgs a, con
     for (int64_t g = 0; g < group; ++g)
       partial[((blockIdx.x * gridDim.z + t) * a.n_head + h0 + g) * a.hd_v + d] = acc[g];
   }
-}
-
-__global__ void reduce_kernel(TensorArg dst, DecodeArgs a, int64_t T, const float* partial) {
-  const int64_t per_split = T * a.n_head * a.hd_v;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < per_split;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  // The last split block: the output is the splits' partial sums, added in split order.
+  if (!last_block(done + t * gridDim.y + blockIdx.y, gridDim.x)) return;
+  for (int64_t i = threadIdx.x; i < group * a.hd_v; i += blockDim.x) {
+    const int64_t h = h0 + i / a.hd_v, d = i % a.hd_v;
     float sum = 0;
-    for (int64_t sp = 0; sp < a.n_split; ++sp) sum += partial[sp * per_split + i];
-    const int64_t d = i % a.hd_v, h = (i / a.hd_v) % a.n_head, t = i / (a.hd_v * a.n_head);
+    for (int64_t sp = 0; sp < a.n_split; ++sp) sum += load_l2(partial + ((sp * gridDim.z + t) * a.n_head + h) * a.hd_v + d);
     reinterpret_cast<float*>(dst.row(h, t, 0))[d] = sum;
   }
 }
@@ -215,17 +233,16 @@ Status run_attention_decode(const Node& n, Stream& s) {
   const int64_t per_block = std::min<int64_t>(a.group, kMaxGroup);  // query heads
   const dim3 split_grid(static_cast<unsigned>(a.n_split), static_cast<unsigned>(a.n_head / a.group * a.n_sub),
                         static_cast<unsigned>(T));
+  // A counter per (kv sub-group, token) for each launch.
+  const size_t per_launch = static_cast<size_t>(split_grid.y) * split_grid.z;
+  auto done = s.counters(2 * per_launch);
+  KS_RETURN_IF_ERROR(done.status());
   KS_RETURN_IF_ERROR(KS_LAUNCH(scores_kernel, split_grid, dim3(kThreads), static_cast<size_t>(per_block * a.hd_k) * 4,
-                               s.stream, arg(n.src[0]), arg(n.src[1]), packed, a, scores));
-  KS_RETURN_IF_ERROR(KS_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(T)),
-                               dim3(kThreads), 0, s.stream, packed, sinks, a, static_cast<const float*>(scores), maxes,
-                               sums));
-  KS_RETURN_IF_ERROR(KS_LAUNCH(pv_kernel, split_grid, dim3(threads_for(a.hd_v, kThreads)),
-                               static_cast<size_t>(per_block * kSplit) * 4, s.stream, arg(n.src[2]), packed, a,
-                               static_cast<const float*>(scores), static_cast<const float*>(maxes),
-                               static_cast<const double*>(sums), partial));
-  return KS_LAUNCH(reduce_kernel, dim3(grid_stride_blocks(T * a.n_head * a.hd_v, 128)), dim3(128), 0, s.stream,
-                   arg(n.dst), a, T, static_cast<const float*>(partial));
+                               s.stream, arg(n.src[0]), arg(n.src[1]), packed, a, scores, sinks, maxes, sums,
+                               done.value()));
+  return KS_LAUNCH(pv_kernel, split_grid, dim3(threads_for(a.hd_v, kThreads)), static_cast<size_t>(per_block * kSplit) * 4,
+                   s.stream, arg(n.dst), arg(n.src[2]), packed, a, static_cast<const float*>(scores),
+                   static_cast<const float*>(maxes), static_cast<const double*>(sums), partial, done.value() + per_launch);
 }
 
 }  // namespace kestrel::cuda

@@ -66,6 +66,23 @@ Expected<void*> Stream::scratch(size_t bytes) {
   return scratch_;
 }
 
+Expected<unsigned*> Stream::counters(size_t n) {
+  if (n <= n_counters_) return counters_;
+  if (capturing) return Error(KESTREL_ERR_BACKEND, "cuda: the counters cannot grow while a step graph is captured");
+  auto lock = device_work_lock();
+  if (counters_) {  // queued kernels may still count in the old ones
+    KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
+    cudaFree(counters_);
+    counters_ = nullptr;
+    n_counters_ = 0;
+  }
+  const size_t want = std::max<size_t>(n, 4096);
+  KS_RETURN_IF_ERROR(check(cudaMalloc(reinterpret_cast<void**>(&counters_), want * sizeof(unsigned)), "allocating counters"));
+  KS_RETURN_IF_ERROR(check(cudaMemsetAsync(counters_, 0, want * sizeof(unsigned), stream), "zeroing counters"));
+  n_counters_ = want;
+  return counters_;
+}
+
 // The bytes from t's first to one past its last element (a bound for strided views).
 static std::pair<uintptr_t, uintptr_t> extent(const void* data, const int64_t* ne, const int64_t* nb, size_t elem) {
   uintptr_t end = reinterpret_cast<uintptr_t>(data) + static_cast<uintptr_t>(ne[0]) * elem;
@@ -89,6 +106,7 @@ void Stream::forget_x_if_written(const Tensor* t) {
 Stream::~Stream() {
   auto lock = device_work_lock();
   if (scratch_) cudaFree(scratch_);
+  if (counters_) cudaFree(counters_);
 }
 
 namespace {
@@ -113,9 +131,9 @@ class CudaExecutor final : public Executor {
     stream_.forget_x();  // the host or another backend may have written anything since
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
-      if (rope_store_fusion(g.nodes(), i, end)) {  // ROPE q, ROPE k, KV_STORE k and v in one kernel
+      if (const RopeStoreFusion rs = rope_store_fusion(g, i, end); rs.applies) {  // ROPE q, k, KV_STORE k, v
         stream_.forget_x();
-        const Status st = run_rope_store(&n, stream_);
+        const Status st = run_rope_store(&n, rs.write_k, stream_);
         if (!st.ok())
           return Error(st.code(), "ROPE and KV_STORE (nodes " + std::to_string(i) + " to " + std::to_string(i + 3) +
                                       "): " + st.message());

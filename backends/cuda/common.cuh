@@ -111,6 +111,16 @@ __device__ __forceinline__ float4 load_float4(const float* p) {
 #endif
 }
 
+// A load from L2, past this SM's L1: for data another block of the same launch wrote (after its
+// __threadfence and this block's observing it through an atomic).
+template <class T>
+__device__ __forceinline__ T load_l2(const T* p) {
+#ifdef KESTREL_CUDA_EMULATE
+  return *p;
+#else
+  return __ldcg(p);
+#endif
+}
 // Sixteen bytes in one load (p must be 16-byte aligned, as for load_float4).
 __device__ __forceinline__ uint4 load_uint4(const void* p) {
 #ifdef KESTREL_CUDA_EMULATE

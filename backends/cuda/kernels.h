@@ -17,6 +17,12 @@ class Stream {
   Expected<void*> scratch(size_t bytes);
   const void* scratch_data() const { return scratch_; }
   size_t scratch_size() const { return scratch_bytes_; }
+  // At least n device counters, zero: for kernels whose last block to finish a share of the work
+  // finishes it (an atomic count of the blocks done); each user leaves its counters zero again.
+  // They outlive the scratch's reuse by other ops; growing them waits for the stream, and cannot
+  // happen while capturing.
+  Expected<unsigned*> counters(size_t n);
+  const void* counters_data() const { return counters_; }
   bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
   bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
   ~Stream();
@@ -40,6 +46,8 @@ class Stream {
  private:
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  unsigned* counters_ = nullptr;
+  size_t n_counters_ = 0;
 };
 
 Status run_get_rows(const Node& n, Stream& s);
@@ -58,9 +66,13 @@ Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* n
 Status run_softmax(const Node& n, Stream& s);
 Status run_rope(const Node& n, Stream& s);
 // ROPE(q) -> ROPE(k) -> KV_STORE(k's rotation) -> KV_STORE(v) as one kernel (rope_store.cu):
-// whether nodes[i..i + 4) (before `end`) are that chain with layouts the kernel takes.
-bool rope_store_fusion(const std::vector<Node>& nodes, size_t i, size_t end);
-Status run_rope_store(const Node* nodes, Stream& s);
+// whether g's nodes [i, i + 4) (before `end`) are that chain with layouts the kernel takes, and
+// whether k's rotation must be written too (a node after the chain reads it).
+struct RopeStoreFusion {
+  bool applies = false, write_k = false;
+};
+RopeStoreFusion rope_store_fusion(const Graph& g, size_t i, size_t end);
+Status run_rope_store(const Node* nodes, bool write_k, Stream& s);
 Status run_attention(const Node& n, Stream& s);
 // Few tokens over a long cache: GQA-aware and split over the cache (attention_decode.cu).
 bool attention_decode_applies(const Node& n);

@@ -11,9 +11,6 @@ namespace kestrel::cuda {
 namespace {
 
 constexpr unsigned kRowThreads = 256;
-// The fused norm splits rows of more than kSlice values over blocks when there are fewer than
-// kSplitRows rows (kSlice: a multiple of 256, for Q8_K's blocks).
-constexpr int64_t kSlice = 512, kSplitRows = 32;
 
 // vec4: every row 16-byte aligned and K a multiple of 4, so the sum of squares reads float4s.
 // The sum of squares in double, as the reference (the scale then matches it to the last bit
@@ -43,62 +40,30 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = x[k] * scale;
 }
 
-// The same partial sums as sum_squares, each value from get(k) (the fused ADD's a + b, before h
-// holds it): the same terms in the same order, so the same scale to the last bit.
-template <class Get>
-__device__ __forceinline__ double sum_squares_of(Get get, int64_t K, bool vec4) {
-  double ss = 0;
-  if (vec4) {
-    for (int64_t k = 4 * threadIdx.x; k < K; k += 4 * blockDim.x) {
-      const float v0 = get(k), v1 = get(k + 1), v2 = get(k + 2), v3 = get(k + 3);
-      ss += static_cast<double>(v0) * v0 + static_cast<double>(v1) * v1 + static_cast<double>(v2) * v2 +
-            static_cast<double>(v3) * v3;
-    }
-  } else {
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-      const float v = get(k);
-      ss += static_cast<double>(v) * v;
-    }
-  }
-  return ss;
-}
-
 // [h = a + b ->] y = RMS_NORM(h) -> z = y * gain, every output written and each value rounded as
 // the separate ops round it (b and gain broadcast over rows as ADD and MUL do; the host checked
-// that their rows hold K values). Without a, h is the norm's input.
-// Block (r, s) writes columns [s * slice, (s + 1) * slice) of row r. With one block a row (slice
-// = K), a thread reads and writes only its own elements, except the vec4 sum of squares, which
-// runs after a barrier: outputs that are their inputs (in place) behave as in the three ops run
-// one after another. With several (decode's few rows; the host splits only when no input read
-// across the row is also an output), each block sums the whole row itself, the same terms in the
-// same order as one block would.
-// qmode 1 or 2: then z's slice is quantized as Q8_0 (1) or Q8_K (2) into xq/xd/xs, where
-// quantize_x would put it, a warp per 32 or 256 values (after a barrier: they come from every
-// thread; slice is a multiple of 256).
+// that their rows hold K values). Without a, h is the norm's input. A block per row; a thread
+// reads and writes only its own elements, except the vec4 sum of squares, which runs after a
+// barrier: outputs that are their inputs (in place) behave as in the three ops run one after
+// another.
+// qmode 1 or 2: then z is quantized as Q8_0 (1) or Q8_K (2) into xq/xd/xs, where quantize_x
+// would put it, a warp per 32 or 256 values (after a barrier: they come from every thread).
 __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z, TensorArg gain,
-                                    float eps, bool vec4, int qmode, int8_t* xq, float* xd, int32_t* xs, int64_t slice) {
+                                    float eps, bool vec4, int qmode, int8_t* xq, float* xd, int32_t* xs) {
   __shared__ double scratch[32];
-  const int64_t K = h.ne[0], r = blockIdx.x, k0 = blockIdx.y * slice, k1 = k0 + slice < K ? k0 + slice : K;
+  const int64_t K = h.ne[0], r = blockIdx.x;
   float* hr = h.f32(r);
-  double ss;
   if (a.data) {
     const float* ar = a.f32(r);
     const float* br = b.f32(r % b.rows());
-    if (gridDim.y == 1) {
-      for (int64_t k = threadIdx.x; k < K; k += blockDim.x) hr[k] = ar[k] + br[k];
-      __syncthreads();  // the vec4 sum reads other threads' h
-      ss = block_sum(sum_squares(hr, K, vec4), scratch);
-    } else {
-      ss = block_sum(sum_squares_of([&](int64_t k) { return ar[k] + br[k]; }, K, vec4), scratch);
-      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) hr[k] = ar[k] + br[k];
-    }
-  } else {
-    ss = block_sum(sum_squares(hr, K, vec4), scratch);
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) hr[k] = ar[k] + br[k];
+    __syncthreads();  // the vec4 sum reads other threads' h
   }
+  const double ss = block_sum(sum_squares(hr, K, vec4), scratch);
   const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
   float *yr = y.f32(r), *zr = z.f32(r);
   const float* g = gain.f32(r % gain.rows());
-  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
     const float v = hr[k] * scale;
     yr[k] = v;
     zr[k] = v * g[k];
@@ -107,14 +72,103 @@ __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, Tenso
   __syncthreads();
   const int64_t nb = K / 32, warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (qmode == 1) {
-    for (int64_t c = k0 / 32 + warp; c < k1 / 32; c += warps)
+    for (int64_t c = warp; c < nb; c += warps)
       quantize_q8_0_warp(zr[32 * c + lane], xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
   } else {
-    for (int64_t c = k0 / 256 + warp; c < k1 / 256; c += warps) {
+    for (int64_t c = warp; c < K / 256; c += warps) {
       float v[8];
       for (int j = 0; j < 8; ++j) v[j] = zr[256 * c + lane + 32 * j];
       quantize_q8_K_warp(v, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
     }
+  }
+}
+
+// Q8_0 of a chunk held by 8 lanes, 4 consecutive values each (v): the bits of quantize_q8_0_chunk.
+// q4: this lane's 4 codes (4-byte aligned); d and s2 as there. Every lane of the warp calls it.
+__device__ __forceinline__ void quantize_q8_0_lanes8(const float4& v, int8_t* q4, float* d, int32_t* s2) {
+  const unsigned lane = threadIdx.x % 32;
+  float amax = fmaxf(fmaxf(fmaxf(fmaxf(0.0f, fabsf(v.x)), fabsf(v.y)), fabsf(v.z)), fabsf(v.w));
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const int8_t c0 = static_cast<int8_t>(rintf(v.x * id)), c1 = static_cast<int8_t>(rintf(v.y * id)),
+               c2 = static_cast<int8_t>(rintf(v.z * id)), c3 = static_cast<int8_t>(rintf(v.w * id));
+  *reinterpret_cast<uint32_t*>(q4) = static_cast<uint8_t>(c0) | (static_cast<uint32_t>(static_cast<uint8_t>(c1)) << 8) |
+                                     (static_cast<uint32_t>(static_cast<uint8_t>(c2)) << 16) |
+                                     (static_cast<uint32_t>(static_cast<uint8_t>(c3)) << 24);
+  int32_t sum = c0 + c1 + c2 + c3;  // then over the 4 lanes of this half of 16
+  for (int o = 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane % 8 == 0) *d = round_half(amax / 127.0f);
+  if (lane % 4 == 0) s2[lane % 8 / 4] = sum;
+}
+
+// The same chain with the row in registers, for rows of at most 4 * V * blockDim.x values
+// (decode's hidden sizes; vec4 rows): V float4s a thread, thread t holding values 4 (t + u
+// blockDim.x) .. + 3, the partition of sum_squares' vec4 loop, so the same sum to the bit. Every
+// input is loaded before the reduction's barrier and every output stored after it, so any overlap
+// of outputs and inputs is safe (the graph planner puts y and z where a and b were); and the loads
+// are one round trip instead of a loop's K / blockDim.x. Q8_0 quantizes from the registers (8
+// lanes a chunk); Q8_K reads z back after a barrier, as above.
+template <int V>
+__global__ void add_norm_mul_regs_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z,
+                                         TensorArg gain, float eps, int qmode, int8_t* xq, float* xd, int32_t* xs) {
+  __shared__ double scratch[32];
+  const int64_t K = h.ne[0], r = blockIdx.x;
+  const float* src = a.data ? a.f32(r) : h.f32(r);
+  const float* br = a.data ? b.f32(r % b.rows()) : nullptr;
+  const float* g = gain.f32(r % gain.rows());
+  float4 v[V] = {}, gv[V] = {};
+  double ss = 0;
+  KS_UNROLL
+  for (int u = 0; u < V; ++u) {
+    const int64_t k = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
+    if (k >= K) continue;
+    v[u] = load_float4(src + k);
+    gv[u] = load_float4(g + k);
+    if (br) {
+      const float4 w = load_float4(br + k);
+      v[u] = float4{v[u].x + w.x, v[u].y + w.y, v[u].z + w.z, v[u].w + w.w};
+    }
+  }
+  KS_UNROLL
+  for (int u = 0; u < V; ++u) {
+    if (4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x) >= K) continue;
+    ss += static_cast<double>(v[u].x) * v[u].x + static_cast<double>(v[u].y) * v[u].y +
+          static_cast<double>(v[u].z) * v[u].z + static_cast<double>(v[u].w) * v[u].w;
+  }
+  ss = block_sum(ss, scratch);
+  const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
+  float *hr = h.f32(r), *yr = y.f32(r), *zr = z.f32(r);
+  const int64_t nb = K / 32;
+  KS_UNROLL
+  for (int u = 0; u < V; ++u) {
+    const int64_t k = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
+    // Whole warps, for the shuffles: a lane past K quantizes zeros and stores nothing.
+    if (4 * (threadIdx.x - threadIdx.x % 32 + static_cast<int64_t>(u) * blockDim.x) >= K) continue;
+    const bool in = k < K;
+    float4 zv = float4{0, 0, 0, 0};
+    if (in) {
+      if (br) *reinterpret_cast<float4*>(hr + k) = v[u];
+      const float4 yv = float4{v[u].x * scale, v[u].y * scale, v[u].z * scale, v[u].w * scale};
+      zv = float4{yv.x * gv[u].x, yv.y * gv[u].y, yv.z * gv[u].z, yv.w * gv[u].w};
+      *reinterpret_cast<float4*>(yr + k) = yv;
+      *reinterpret_cast<float4*>(zr + k) = zv;
+    }
+    if (qmode == 1) {
+      int8_t scratch_q[4];
+      float scratch_d;
+      int32_t scratch_s[2];
+      const int64_t c = k / 32;
+      quantize_q8_0_lanes8(zv, in ? xq + r * K + k : scratch_q, in ? xd + r * nb + c : &scratch_d,
+                           in ? xs + 2 * (r * nb + c) : scratch_s);
+    }
+  }
+  if (qmode != 2) return;
+  __syncthreads();
+  const int64_t warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t c = warp; c < K / 256; c += warps) {
+    float q[8];
+    for (int j = 0; j < 8; ++j) q[j] = zr[256 * c + lane + 32 * j];
+    quantize_q8_K_warp(q, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
   }
 }
 
@@ -224,24 +278,29 @@ Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* n
     auto p = plan_quantize_x(mul.dst, vdt, s);
     if (p.ok()) plan = p.value(), qmode = vdt == DType::Q8_K ? 2 : 1;
   }
-  // Decode's few rows would leave most of the GPU idle at a block each: then blocks of kSlice
-  // columns, each summing its whole row, where no input read across the row is an output.
-  const int64_t rows = h->n_rows();
-  int64_t slice = K;
-  if (rows < kSplitRows && K > kSlice) {
-    const Tensor* ins[2] = {add ? nodes[0].src[0] : h, add ? nodes[0].src[1] : nullptr};
-    const Tensor* outs[3] = {norm.dst, mul.dst, add ? h : nullptr};
-    bool ok = true;
-    for (const Tensor* in : ins)
-      for (const Tensor* out : outs)
-        if (in && out && !apart(in, out)) ok = false;
-    if (ok) slice = kSlice;
+  const unsigned threads = threads_for(K, kRowThreads);
+  const Tensor* a = add ? nodes[0].src[0] : nullptr;
+  const Tensor* b = add ? nodes[0].src[1] : nullptr;
+  const TensorArg args[6] = {arg(h), arg(a), arg(b), arg(norm.dst), arg(mul.dst), arg(mul.src[1])};
+  const float eps = norm.param<NormParams>().eps;
+  const unsigned rows = static_cast<unsigned>(h->n_rows());
+  // The row in registers where it fits and every row is 16-byte aligned (V float4s a thread).
+  const int64_t per_thread = (K + 4 * threads - 1) / (4 * threads);
+  const bool regs = K % 4 == 0 && per_thread <= 8 && aligned16(h) && aligned16(norm.dst) && aligned16(mul.dst) &&
+              aligned16(mul.src[1]) && (!add || (aligned16(a) && aligned16(b)));
+  if (regs) {
+    const auto launch_v = [&](auto kernel) {
+      return launch("add_norm_mul_regs_kernel", kernel, dim3(rows), dim3(threads), 0, s.stream, args[0], args[1],
+                    args[2], args[3], args[4], args[5], eps, qmode, plan.q, plan.d, plan.s);
+    };
+    KS_RETURN_IF_ERROR(per_thread <= 1   ? launch_v(add_norm_mul_regs_kernel<1>)
+                       : per_thread <= 2 ? launch_v(add_norm_mul_regs_kernel<2>)
+                       : per_thread <= 4 ? launch_v(add_norm_mul_regs_kernel<4>)
+                                         : launch_v(add_norm_mul_regs_kernel<8>));
+  } else {
+    KS_RETURN_IF_ERROR(KS_LAUNCH(add_norm_mul_kernel, dim3(rows), dim3(threads), 0, s.stream, args[0], args[1], args[2],
+                                 args[3], args[4], args[5], eps, aligned16(h), qmode, plan.q, plan.d, plan.s));
   }
-  const unsigned splits = static_cast<unsigned>((K + slice - 1) / slice);
-  KS_RETURN_IF_ERROR(KS_LAUNCH(add_norm_mul_kernel, dim3(static_cast<unsigned>(rows), splits), dim3(threads_for(K, kRowThreads)),
-                               0, s.stream, arg(h), add ? arg(nodes[0].src[0]) : TensorArg{},
-                               add ? arg(nodes[0].src[1]) : TensorArg{}, arg(norm.dst), arg(mul.dst), arg(mul.src[1]),
-                               norm.param<NormParams>().eps, aligned16(h), qmode, plan.q, plan.d, plan.s, slice));
   if (qmode) s.x_key = plan.key;
   return Status::Ok();
 }

@@ -34,8 +34,8 @@ __host__ __device__ __forceinline__ int64_t rope_items_per_row(int64_t head_dim,
   return n_rot / 2 + (head_dim - n_rot);
 }
 
-// Item j of a row (x in, y out) at position pos: y's element(s) written, and each also passed to
-// put(i, value). Pair j's angle is the position times theta_scale^j reached by j repeated float
+// Item j of a row (x in, y out) at position pos: y's element(s) written (unless y is null), and
+// each also passed to put(i, value). Pair j's angle is the position times theta_scale^j reached by j repeated float
 // multiplications, as the reference's serial loop reaches it (bit for bit); each thread repeats
 // those few multiplications instead of waiting on a neighbour.
 template <class Put>
@@ -45,7 +45,7 @@ __device__ __forceinline__ void rope_item(const float* x, float* y, float pos, i
   if (j >= half) {  // past the rotated dimensions: a copy
     const int64_t i = p.n_rot + (j - half);
     const float v = x[i];
-    y[i] = v;
+    if (y) y[i] = v;
     put(i, v);
     return;
   }
@@ -66,8 +66,7 @@ __device__ __forceinline__ void rope_item(const float* x, float* y, float pos, i
   const int64_t b = p.mode == ROPE_NEOX ? j + half : 2 * j + 1;
   const float x0 = x[a], x1 = x[b];
   const float ya = x0 * c - x1 * s, yb = x0 * s + x1 * c;
-  y[a] = ya;
-  y[b] = yb;
+  if (y) y[a] = ya, y[b] = yb;
   put(a, ya);
   put(b, yb);
 }

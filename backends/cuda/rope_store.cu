@@ -1,8 +1,10 @@
 // ROPE(q) -> ROPE(k) -> KV_STORE(k) -> KV_STORE(v), the four adjacent nodes of every attention
 // layer, as one launch: a thread per rope item of q or k, or per value of v. A k item writes its
-// rotated values to the rope's output and, converted as KV_STORE converts them, to the cache row
-// of its token; the same values, rounded the same way, as the four kernels give. Decode runs each
-// of them on a handful of blocks, so their cost is launch latency: three of four saved.
+// rotated values, converted as KV_STORE converts them, to the cache row of its token, and to the
+// rope's output only where a later node reads that (the graph planner commonly puts k's rotation
+// where q's input was, which the q items still read: then it must not be written); the same
+// values, rounded the same way, as the four kernels give. Decode runs each of them on a handful
+// of blocks, so their cost is launch latency: three of four saved.
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/rope.cuh"
 
@@ -38,7 +40,7 @@ __global__ void rope_store_kernel(TensorArg yq, TensorArg xq, TensorArg yk, Tens
       const int64_t i = idx - a.q_items, r = i / per_row, t = r / a.k_heads;
       uint8_t* row = kc.data + k_slots[t] * kc.nb[1];
       const int64_t at = (r % a.k_heads) * xk.ne[0];  // this head's first value in the token's row
-      rope_item(xk.f32(r), yk.f32(r), static_cast<float>(pos[t]), i % per_row, freq_factors, a.p,
+      rope_item(xk.f32(r), yk.data ? yk.f32(r) : nullptr, static_cast<float>(pos[t]), i % per_row, freq_factors, a.p,
                 [&](int64_t e, float v) { store_value(row, at + e, v, a.k_kind); });
     } else {
       const int64_t i = idx - a.q_items - a.k_items, R = xv.ne[0], k = i % R, t = i / R;
@@ -64,36 +66,39 @@ bool apart(const Tensor* p, const Tensor* q) {
 
 }  // namespace
 
-bool rope_store_fusion(const std::vector<Node>& nodes, size_t i, size_t end) {
-  if (reference_kernels_only() || i + 4 > end) return false;
+RopeStoreFusion rope_store_fusion(const Graph& g, size_t i, size_t end) {
+  const std::vector<Node>& nodes = g.nodes();
+  if (reference_kernels_only() || i + 4 > end) return {};
   const Node &rq = nodes[i], &rk = nodes[i + 1], &sk = nodes[i + 2], &sv = nodes[i + 3];
-  if (rq.op != Op::ROPE || rk.op != Op::ROPE || sk.op != Op::KV_STORE || sv.op != Op::KV_STORE) return false;
+  if (rq.op != Op::ROPE || rk.op != Op::ROPE || sk.op != Op::KV_STORE || sv.op != Op::KV_STORE) return {};
   // One rope (positions, frequency factors, parameters) over q and k, rows of one head size.
   if (rq.src[1] != rk.src[1] || rq.src[2] != rk.src[2] ||
       std::memcmp(&rq.param<RopeParams>(), &rk.param<RopeParams>(), sizeof(RopeParams)) != 0)
-    return false;
+    return {};
   const Tensor *yq = rq.dst, *xq = rq.src[0], *yk = rk.dst, *xk = rk.src[0], *xv = sv.src[1];
   for (const Tensor* t : {yq, xq, yk, xk, xv})
-    if (!contiguous_f32(t)) return false;
-  if (xq->ne[0] != xk->ne[0] || xq->ne[2] != xk->ne[2] || xq->ne[3] != 1 || xk->ne[3] != 1) return false;
+    if (!contiguous_f32(t)) return {};
+  if (xq->ne[0] != xk->ne[0] || xq->ne[2] != xk->ne[2] || xq->ne[3] != 1 || xk->ne[3] != 1) return {};
   // The k store's input is the rotated k itself, a token a column; v's tokens are k's.
   const Tensor* sx = sk.src[1];
   if (sx->data != yk->data || !contiguous_f32(sx) || sx->ne[0] != xk->ne[0] * xk->ne[1] || sx->ne[1] != xk->ne[2] ||
       xv->ne[1] != xk->ne[2] || sx->ne[2] != 1 || xv->ne[2] != 1)
-    return false;
+    return {};
   // Each thread reads only its own item's inputs: no output may overlap another op's input (an
   // output over its own input is the rope in place, which the single kernels allow too).
-  const Tensor* outs[2] = {yq, yk};
+  const bool write_k = g.used_after(yk, i + 3);
+  const Tensor* outs[2] = {yq, write_k ? yk : nullptr};
   for (const Tensor* out : outs)
     for (const Tensor* in : {xq, xk, xv})
-      if (in != (out == yq ? xq : xk) && !apart(out, in)) return false;
-  if (!apart(yq, yk)) return false;
-  for (const Tensor* in : {xq, xk, xv, yq, yk})
-    if (!apart(in, sk.src[0]) || !apart(in, sv.src[0])) return false;
-  return apart(sk.src[0], sv.src[0]);
+      if (out && in != (out == yq ? xq : xk) && !apart(out, in)) return {};
+  if (write_k && !apart(yq, yk)) return {};
+  for (const Tensor* in : {xq, xk, xv, yq, write_k ? yk : nullptr})
+    if (in && (!apart(in, sk.src[0]) || !apart(in, sv.src[0]))) return {};
+  if (!apart(sk.src[0], sv.src[0])) return {};
+  return {true, write_k};
 }
 
-Status run_rope_store(const Node* nodes, Stream& s) {
+Status run_rope_store(const Node* nodes, bool write_k, Stream& s) {
   const Node &rq = nodes[0], &rk = nodes[1], &sk = nodes[2], &sv = nodes[3];
   RopeStoreArgs a{};
   a.p = rope_args(rq.param<RopeParams>());
@@ -104,7 +109,7 @@ Status run_rope_store(const Node* nodes, Stream& s) {
   a.q_heads = rq.src[0]->ne[1], a.k_heads = rk.src[0]->ne[1];
   a.k_kind = cache_kind(sk.src[0]->type), a.v_kind = cache_kind(sv.src[0]->type);
   return KS_LAUNCH(rope_store_kernel, dim3(grid_stride_blocks(a.q_items + a.k_items + a.v_items, 128)), dim3(128), 0,
-                   s.stream, arg(rq.dst), arg(rq.src[0]), arg(rk.dst), arg(rk.src[0]), arg(sk.src[0]), arg(sv.src[0]),
+                   s.stream, arg(rq.dst), arg(rq.src[0]), write_k ? arg(rk.dst) : TensorArg{}, arg(rk.src[0]), arg(sk.src[0]), arg(sv.src[0]),
                    arg(sv.src[1]), static_cast<const int32_t*>(rq.src[1]->data),
                    rq.src[2] ? static_cast<const float*>(rq.src[2]->data) : static_cast<const float*>(nullptr),
                    static_cast<const int32_t*>(sk.src[2]->data), static_cast<const int32_t*>(sv.src[2]->data), a);

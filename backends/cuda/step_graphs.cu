@@ -79,6 +79,7 @@ void StepGraphs::sign(const std::vector<Node>& nodes, size_t begin, size_t end, 
   };
   put(reinterpret_cast<uintptr_t>(s.scratch_data()));
   put(s.scratch_size());
+  put(reinterpret_cast<uintptr_t>(s.counters_data()));
   put(end - begin);
   for (size_t i = begin; i < end; ++i) {
     const Node& n = nodes[i];

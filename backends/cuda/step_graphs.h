@@ -4,11 +4,11 @@
 //
 // A launcher's kernels and arguments are a function of the nodes it runs (ops, parameters,
 // tensors' types, layouts, shapes, strides and addresses, which tensors are the same), of the
-// stream's scratch buffer and of nothing else: kernels read every per-step value (positions,
-// slots, the attention batch) from device memory. So each run of nodes gets a signature holding
-// exactly those, and a run whose signature was seen before replays that graph instead of
-// launching. The second time a signature is seen, its launches are captured (the first sight may
-// still grow the scratch, which capture forbids). A few signatures are kept, least recently used
+// stream's scratch buffer and counters (kernels.h) and of nothing else: kernels read every
+// per-step value (positions, slots, the attention batch) from device memory. So each run of nodes
+// gets a signature holding exactly those, and a run whose signature was seen before replays that
+// graph instead of launching. The second time a signature is seen, its launches are captured (the
+// first sight may still grow the scratch or the counters, which capture forbids). A few signatures are kept, least recently used
 // first out: the decode step of each batch size, the draft and verify steps of speculation.
 #pragma once
 #include <cstdint>

@@ -116,6 +116,22 @@ void Graph::mark_output(Tensor* t) {
   (s.view_of ? slot_of(s.view_of) : s).output = true;
 }
 
+bool Graph::used_after(const Tensor* t, size_t i) const {
+  auto owner = [&](const Tensor* x) -> const Slot* {
+    const Slot& s = slots_[index_.at(x)];
+    return s.view_of ? &slots_[index_.at(s.view_of)] : &s;
+  };
+  const Slot* o = owner(t);
+  if (!o->is_intermediate || o->is_input || o->output) return true;
+  for (size_t j = i + 1; j < nodes_.size(); ++j) {
+    const Node& n = nodes_[j];
+    const Tensor* ts[1 + Node::kMaxSrc] = {n.dst, n.src[0], n.src[1], n.src[2], n.src[3], n.src[4]};
+    for (const Tensor* x : ts)
+      if (x && owner(x) == o) return true;
+  }
+  return false;
+}
+
 size_t Graph::plan() {
   constexpr size_t kAlign = 64;
   // Storage owner of every intermediate tensor, and its live range in node indices.

@@ -63,6 +63,10 @@ class Graph {
             Tensor* s3 = nullptr, Tensor* s4 = nullptr);
   // Keeps an intermediate alive (and readable) after the whole graph ran.
   void mark_output(Tensor* t);
+  // Whether t's storage (t, or what t is a view of) is used by a node after node i or outlives
+  // the graph (not an intermediate, an input or an output). When not, plan() may have given that
+  // memory to a later tensor, and a backend fusing the nodes up to i need not write t.
+  bool used_after(const Tensor* t, size_t i) const;
 
   // Assigns arena offsets; returns the arena bytes needed. Call once after building.
   size_t plan();

@@ -90,9 +90,8 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
   // ADD's output); 3: no ADD; 4: variant 0 with 12 rows; 5: no ADD, in place (the norm and the MUL
   // write their input, a SILU's output). Where K allows, an integer-code MATMUL of z follows (Q4_0: Q8_0
   // activations; Q4_K: Q8_K), whose quantized input the fused kernel writes too: 3 rows take the
-  // GEMV, 12 the tensor-core GEMM. K 1088 (Q4_0) and 2048 (Q4_K) with 3 rows: each row split over
-  // blocks of 512 columns (a partial last one for 1088), except in variant 5, whose row-wide input
-  // is an output.
+  // GEMV, 12 the tensor-core GEMM. K a multiple of 4: the row in registers, 1 to 8 float4s a
+  // thread, the last one partial for 1088 and 6144; K 5 and 257: the loops.
   int64_t R = 3;
   Tensor* mm = nullptr;
   const auto build = [&](Case& c, int64_t K, int variant, bool apart, Tensor** z_out) {
@@ -129,7 +128,7 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
       c.g.add(Op::MATMUL, mm, c.g.external(w), z);
     }
   };
-  for (int64_t K : {5, 64, 257, 1088, 2048}) {
+  for (int64_t K : {5, 64, 257, 1088, 2048, 6144}) {
     for (int variant = 0; variant < 6; ++variant) {
       R = variant == 4 ? 12 : 3;  // variant 4: variant 0's tensors, 12 rows
       std::vector<float> zs[2], ms[2];
@@ -235,6 +234,13 @@ TEST_CASE("MATMUL: the integer-code types, decode shapes and batches, long rows"
                         c.name << " element " << i << ": cuda " << dst->f32()[i] << ", ref " << want[static_cast<size_t>(i)]);
       }
     }
+  }
+  // More rows than the GEMV's loads-ahead variant takes (gemv_q8.cu, kAheadRows): one chunk a time.
+  for (DType type : {DType::Q4_0, DType::Q6_K}) {
+    Case c;
+    c.name = std::string("gemv of 4100 rows ") + dtype_name(type);
+    random_matmul(c, type, dtype_info(type).block_size * 3, 4100, 1, rng);
+    check_case(c, 1e-4, 1e-4);
   }
 }
 

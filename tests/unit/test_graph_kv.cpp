@@ -59,6 +59,21 @@ TEST_CASE("plan reuses memory of dead intermediates and never overlaps live ones
   std::set<void*> ptrs = {b->data, c->data, d->data};
   CHECK(ptrs.size() == 3);
   CHECK(bv->data == b->data);
+
+  // used_after: b is read (through its view) by node 2, c too; d is an output; a is external.
+  CHECK(g2.used_after(b, 1));
+  CHECK(g2.used_after(bv, 1));
+  CHECK_FALSE(g2.used_after(b, 2));
+  CHECK_FALSE(g2.used_after(c, 2));
+  CHECK(g2.used_after(c, 1));
+  CHECK(g2.used_after(a, 2));
+  CHECK_FALSE(g2.used_after(d, 2));  // not marked an output: dead at the end
+  g2.mark_output(d);
+  CHECK(g2.used_after(d, 2));
+  // In the chain, each intermediate is dead after the node that reads it; the output is not.
+  CHECK_FALSE(g.used_after(chain[3], 4));
+  CHECK(g.used_after(chain[3], 3));
+  CHECK(g.used_after(cur, 9));
 }
 
 // The cells token t of batch b may attend to (its sequence's block table, visible ones).

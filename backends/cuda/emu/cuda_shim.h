@@ -59,6 +59,8 @@ inline int __dp4a(int a, int b, int c) {
 inline int __dp4a(unsigned a, unsigned b, int c) { return __dp4a(static_cast<int>(a), static_cast<int>(b), c); }
 
 inline void __syncthreads() { ::kestrel::cuda_emu::sync_block(); }
+// Memory is one coherent host memory here: ordering needs nothing.
+inline void __threadfence() {}
 inline void __syncwarp(unsigned = 0xffffffffu) { ::kestrel::cuda_emu::sync_warp(); }
 
 // The lane mask is taken as "every existing lane of the warp" (what the kernels here pass).
