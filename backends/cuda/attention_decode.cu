@@ -16,7 +16,9 @@
 // stays the path for prefill. A group of more than kMaxGroup query heads (MLA's one KV head for
 // all of DeepSeek-V3's 128) is split into sub-groups of up to kMaxGroup, a block each: the K and V
 // rows are then read once per sub-group. (The statistics and the final sum were launches of their
-// own; on an H100 each cost 3-4 us of a decode step's layer, nearly all of it launch latency.)
+// own, 4.1 and 3.5 us of a decode layer on an H100 for a few hundred values' work. Folded in, the
+// two kernels took 28.0 us where the four took 26.2: the last block's work is serial; what is
+// saved is two launch gaps of a replayed step.)
 #include "backends/cuda/kernels.h"
 
 namespace kestrel::cuda {

@@ -163,6 +163,13 @@ __device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int6
   if (kind == kCacheF8) return bits_to_float(e4m3_to_fp32_bits(row[k]));
   return reinterpret_cast<const float*>(row)[k];
 }
+// Value k of a cache row as KV_STORE writes it (F16, F32, or E4M3 rounded to nearest even and
+// saturating).
+__device__ __forceinline__ void cache_store(uint8_t* row, int64_t k, float v, int kind) {
+  if (kind == kCacheF16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
+  else if (kind == kCacheF8) row[k] = e4m3_from_fp32_bits(float_to_bits(v));
+  else reinterpret_cast<float*>(row)[k] = v;
+}
 
 // A block-wide reduction over blockDim.x threads (a multiple of 32, at most 1024): every thread
 // gets op over all threads' v. `scratch` is 32 values of shared memory the caller owns; the

@@ -83,11 +83,7 @@ __global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slo
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t k = i % R, t = i / R;
-    const float v = x.f32(t)[k];
-    uint8_t* row = cache.data + slots[t] * cache.nb[1];
-    if (kind == kCacheF16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
-    else if (kind == kCacheF8) row[k] = e4m3_from_fp32_bits(float_to_bits(v));
-    else reinterpret_cast<float*>(row)[k] = v;
+    cache_store(cache.data + slots[t] * cache.nb[1], k, x.f32(t)[k], kind);
   }
 }
 

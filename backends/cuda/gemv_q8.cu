@@ -15,10 +15,10 @@ namespace kestrel::cuda {
 namespace {
 
 constexpr unsigned kWarps = 8;  // rows per block
-// Chunks a lane loads before it dots them: 4 for matrices of few rows (the loads of a lane's whole
-// row of 4096 values in one round trip), 1 where the rows fill the GPU many times over (74
-// registers instead of 40: on an H100, 14336 x 4096 took 26 us at 4, 22 us at 1; 1024 x 4096
-// 6.6 us at 4, 8.8 at 1). kAheadRows: the most blocks of kWarps rows that take 4.
+// Chunks a lane loads before it dots them: 4 for matrices of few rows (a lane's share of a row of
+// 4096 values in one round trip), 1 where the rows fill the GPU many times over (74 registers
+// instead of about 40 cut the occupancy: on an H100, 14336 x 4096 took 26 us at 4, 21 us at 1;
+// 1024 x 4096 6.6 us at 4, 8.8 at 1). kAheadRows: the most rows (512 blocks) that take 4.
 constexpr int64_t kAheadRows = 512 * kWarps;
 
 // A warp per 32 values (quantize_q8_0_warp), or per 256 (quantize_q8_K_warp): a decode step's
@@ -80,10 +80,10 @@ __global__ void gemv_q8_kernel(TensorArg dst, TensorArg w, RowLayout rl, Quantiz
   // same for any kAhead.
   for (int64_t c0 = lane; c0 < nb; c0 += 32 * kAhead) {
     ChunkCodes k[kAhead];
-KS_UNROLL
+    KS_UNROLL
     for (int u = 0; u < kAhead; ++u)
       if (c0 + 32 * u < nb) chunk_codes<T>(row, c0 + 32 * u, k[u], rl);
-KS_UNROLL
+    KS_UNROLL
     for (int u = 0; u < kAhead; ++u) {
       if (c0 + 32 * u >= nb) break;
       for (int j = 0; j < NC; ++j) {

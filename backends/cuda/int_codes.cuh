@@ -35,39 +35,10 @@ struct XQuantPlan {
 };
 Expected<XQuantPlan> plan_quantize_x(const Tensor* x, DType vdt, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
 
-// One 32-value chunk of X (src) as Q8_0 rounds activations (Q8_1's codes too): amax, id = 127 /
-// amax, codes rounded half to even into q[0..32), the scale as fp16 into *d, the code sums of
-// each 16 into s2[0..2). One thread does it all: any kernel calls it the same way, same bits.
-__device__ __forceinline__ void quantize_q8_0_chunk(const float* src, int8_t* q, float* d, int32_t* s2) {
-  float amax = 0;
-  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
-  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-  int32_t sum[2] = {0, 0};
-  for (int j = 0; j < 32; ++j) {
-    q[j] = static_cast<int8_t>(rintf(src[j] * id));
-    sum[j / 16] += q[j];
-  }
-  *d = round_half(amax / 127.0f);
-  s2[0] = sum[0], s2[1] = sum[1];
-}
-// One 256-value block as GGML's quantize_row_q8_K_ref rounds it (the signed value of largest
-// magnitude sets the scale, codes clamped to [-128, 127]): codes into q[0..256), the scale
-// repeated into d8[0..8) (one per 32-value chunk), the code sums of each 16 into s16[0..16).
-__device__ __forceinline__ void quantize_q8_K_block(const float* src, int8_t* q, float* d8, int32_t* s16) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 256; ++j)
-    if (fabsf(src[j]) > amax) amax = fabsf(src[j]), max = src[j];
-  const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
-  for (int h = 0; h < 16; ++h) s16[h] = 0;
-  for (int j = 0; j < 256; ++j) {
-    q[j] = static_cast<int8_t>(fminf(127.0f, fmaxf(-128.0f, rintf(iscale * src[j]))));
-    s16[j / 16] += q[j];
-  }
-  for (int c = 0; c < 8; ++c) d8[c] = amax != 0.0f ? 1 / iscale : 0.0f;
-}
-
-// The same as quantize_q8_0_chunk, a warp per chunk: lane j holds element j (v) and writes
-// code j; the max over lanes is exact and the code sums are integers, so the bits agree.
+// One 32-value chunk of X as Q8_0 rounds activations (Q8_1's codes too), a warp per chunk: lane j
+// holds element j (v). amax over the chunk, id = 127 / amax, code j rounded half to even into
+// q[j], the scale as fp16 into *d, the code sums of each 16 into s2[0..2). The max is exact and
+// the sums are integers: the serial loop's bits, whatever the order.
 __device__ __forceinline__ void quantize_q8_0_warp(float v, int8_t* q, float* d, int32_t* s2) {
   const unsigned lane = threadIdx.x % 32;
   float amax = fmaxf(0.0f, fabsf(v));  // (a NaN counts as 0, as fmaxf in the serial loop)
@@ -80,8 +51,10 @@ __device__ __forceinline__ void quantize_q8_0_warp(float v, int8_t* q, float* d,
   if (lane == 0) *d = round_half(amax / 127.0f);
   if (lane % 16 == 0) s2[lane / 16] = sum;
 }
-// The same as quantize_q8_K_block, a warp per 256 values: lane j holds elements j + 32 i in v[i].
-// The scale's value is the first of largest magnitude, as the serial loop's strict > keeps it.
+// One 256-value block as GGML's quantize_row_q8_K_ref rounds it, a warp per block: lane j holds
+// elements j + 32 i in v[i]. The signed value of largest magnitude (the first of them, as the
+// reference's strict > keeps it) sets the scale; codes clamped to [-128, 127] into q[0..256), the
+// scale repeated into d8[0..8) (one per 32-value chunk), the code sums of each 16 into s16[0..16).
 __device__ __forceinline__ void quantize_q8_K_warp(const float (&v)[8], int8_t* q, float* d8, int32_t* s16) {
   const unsigned lane = threadIdx.x % 32;
   float amax = 0, max = 0;

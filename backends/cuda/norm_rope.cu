@@ -40,6 +40,24 @@ __global__ void rms_norm_kernel(TensorArg dst, TensorArg src, float eps, bool ve
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) y[k] = x[k] * scale;
 }
 
+// Row r of the fused norm's output (zr, K values, every thread's stores behind a barrier) as the
+// next matmul's input: Q8_0 (qmode 1) or Q8_K (2) into xq/xd/xs, where quantize_x would put it, a
+// warp per 32 or 256 values.
+__device__ __forceinline__ void quantize_row(const float* zr, int64_t K, int64_t r, int qmode, int8_t* xq, float* xd,
+                                             int32_t* xs) {
+  const int64_t nb = K / 32, warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (qmode == 1) {
+    for (int64_t c = warp; c < nb; c += warps)
+      quantize_q8_0_warp(zr[32 * c + lane], xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
+  } else {
+    for (int64_t c = warp; c < K / 256; c += warps) {
+      float v[8];
+      for (int j = 0; j < 8; ++j) v[j] = zr[256 * c + lane + 32 * j];
+      quantize_q8_K_warp(v, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
+    }
+  }
+}
+
 // [h = a + b ->] y = RMS_NORM(h) -> z = y * gain, every output written and each value rounded as
 // the separate ops round it (b and gain broadcast over rows as ADD and MUL do; the host checked
 // that their rows hold K values). Without a, h is the norm's input. A block per row; a thread
@@ -70,35 +88,7 @@ __global__ void add_norm_mul_kernel(TensorArg h, TensorArg a, TensorArg b, Tenso
   }
   if (qmode == 0) return;
   __syncthreads();
-  const int64_t nb = K / 32, warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (qmode == 1) {
-    for (int64_t c = warp; c < nb; c += warps)
-      quantize_q8_0_warp(zr[32 * c + lane], xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
-  } else {
-    for (int64_t c = warp; c < K / 256; c += warps) {
-      float v[8];
-      for (int j = 0; j < 8; ++j) v[j] = zr[256 * c + lane + 32 * j];
-      quantize_q8_K_warp(v, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
-    }
-  }
-}
-
-// Q8_0 of a chunk held by 8 lanes, 4 consecutive values each (v): the bits of quantize_q8_0_chunk.
-// q4: this lane's 4 codes (4-byte aligned); d and s2 as there. Every lane of the warp calls it.
-__device__ __forceinline__ void quantize_q8_0_lanes8(const float4& v, int8_t* q4, float* d, int32_t* s2) {
-  const unsigned lane = threadIdx.x % 32;
-  float amax = fmaxf(fmaxf(fmaxf(fmaxf(0.0f, fabsf(v.x)), fabsf(v.y)), fabsf(v.z)), fabsf(v.w));
-  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-  const int8_t c0 = static_cast<int8_t>(rintf(v.x * id)), c1 = static_cast<int8_t>(rintf(v.y * id)),
-               c2 = static_cast<int8_t>(rintf(v.z * id)), c3 = static_cast<int8_t>(rintf(v.w * id));
-  *reinterpret_cast<uint32_t*>(q4) = static_cast<uint8_t>(c0) | (static_cast<uint32_t>(static_cast<uint8_t>(c1)) << 8) |
-                                     (static_cast<uint32_t>(static_cast<uint8_t>(c2)) << 16) |
-                                     (static_cast<uint32_t>(static_cast<uint8_t>(c3)) << 24);
-  int32_t sum = c0 + c1 + c2 + c3;  // then over the 4 lanes of this half of 16
-  for (int o = 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane % 8 == 0) *d = round_half(amax / 127.0f);
-  if (lane % 4 == 0) s2[lane % 8 / 4] = sum;
+  quantize_row(zr, K, r, qmode, xq, xd, xs);
 }
 
 // The same chain with the row in registers, for rows of at most 4 * V * blockDim.x values
@@ -106,8 +96,10 @@ __device__ __forceinline__ void quantize_q8_0_lanes8(const float4& v, int8_t* q4
 // blockDim.x) .. + 3, the partition of sum_squares' vec4 loop, so the same sum to the bit. Every
 // input is loaded before the reduction's barrier and every output stored after it, so any overlap
 // of outputs and inputs is safe (the graph planner puts y and z where a and b were); and the loads
-// are one round trip instead of a loop's K / blockDim.x. Q8_0 quantizes from the registers (8
-// lanes a chunk); Q8_K reads z back after a barrier, as above.
+// are one round trip instead of a loop's K / blockDim.x. The quantization reads z back after a
+// barrier, a warp per chunk, as above. (Quantizing Q8_0 from the registers, 8 lanes a chunk,
+// storing through a pointer chosen between the scratch and a local array for lanes past K, passed
+// the emulator; nvcc deleted those stores, and on an H100 the matmul read a stale input.)
 template <int V>
 __global__ void add_norm_mul_regs_kernel(TensorArg h, TensorArg a, TensorArg b, TensorArg y, TensorArg z,
                                          TensorArg gain, float eps, int qmode, int8_t* xq, float* xd, int32_t* xs) {
@@ -138,38 +130,18 @@ __global__ void add_norm_mul_regs_kernel(TensorArg h, TensorArg a, TensorArg b, 
   ss = block_sum(ss, scratch);
   const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(K)) + eps);
   float *hr = h.f32(r), *yr = y.f32(r), *zr = z.f32(r);
-  const int64_t nb = K / 32;
   KS_UNROLL
   for (int u = 0; u < V; ++u) {
     const int64_t k = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
-    // Whole warps, for the shuffles: a lane past K quantizes zeros and stores nothing.
-    if (4 * (threadIdx.x - threadIdx.x % 32 + static_cast<int64_t>(u) * blockDim.x) >= K) continue;
-    const bool in = k < K;
-    float4 zv = float4{0, 0, 0, 0};
-    if (in) {
-      if (br) *reinterpret_cast<float4*>(hr + k) = v[u];
-      const float4 yv = float4{v[u].x * scale, v[u].y * scale, v[u].z * scale, v[u].w * scale};
-      zv = float4{yv.x * gv[u].x, yv.y * gv[u].y, yv.z * gv[u].z, yv.w * gv[u].w};
-      *reinterpret_cast<float4*>(yr + k) = yv;
-      *reinterpret_cast<float4*>(zr + k) = zv;
-    }
-    if (qmode == 1) {
-      int8_t scratch_q[4];
-      float scratch_d;
-      int32_t scratch_s[2];
-      const int64_t c = k / 32;
-      quantize_q8_0_lanes8(zv, in ? xq + r * K + k : scratch_q, in ? xd + r * nb + c : &scratch_d,
-                           in ? xs + 2 * (r * nb + c) : scratch_s);
-    }
+    if (k >= K) continue;
+    if (br) *reinterpret_cast<float4*>(hr + k) = v[u];
+    const float4 yv = float4{v[u].x * scale, v[u].y * scale, v[u].z * scale, v[u].w * scale};
+    *reinterpret_cast<float4*>(yr + k) = yv;
+    *reinterpret_cast<float4*>(zr + k) = float4{yv.x * gv[u].x, yv.y * gv[u].y, yv.z * gv[u].z, yv.w * gv[u].w};
   }
-  if (qmode != 2) return;
+  if (qmode == 0) return;
   __syncthreads();
-  const int64_t warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int64_t c = warp; c < K / 256; c += warps) {
-    float q[8];
-    for (int j = 0; j < 8; ++j) q[j] = zr[256 * c + lane + 32 * j];
-    quantize_q8_K_warp(q, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
-  }
+  quantize_row(zr, K, r, qmode, xq, xd, xs);
 }
 
 __global__ void softmax_kernel(TensorArg dst, TensorArg src, float scale) {
@@ -287,7 +259,7 @@ Status run_norm_fusion(const Node* nodes, size_t count, Stream& s, const Node* n
   // The row in registers where it fits and every row is 16-byte aligned (V float4s a thread).
   const int64_t per_thread = (K + 4 * threads - 1) / (4 * threads);
   const bool regs = K % 4 == 0 && per_thread <= 8 && aligned16(h) && aligned16(norm.dst) && aligned16(mul.dst) &&
-              aligned16(mul.src[1]) && (!add || (aligned16(a) && aligned16(b)));
+                    aligned16(mul.src[1]) && (!add || (aligned16(a) && aligned16(b)));
   if (regs) {
     const auto launch_v = [&](auto kernel) {
       return launch("add_norm_mul_regs_kernel", kernel, dim3(rows), dim3(threads), 0, s.stream, args[0], args[1],

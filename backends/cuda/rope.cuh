@@ -35,9 +35,9 @@ __host__ __device__ __forceinline__ int64_t rope_items_per_row(int64_t head_dim,
 }
 
 // Item j of a row (x in, y out) at position pos: y's element(s) written (unless y is null), and
-// each also passed to put(i, value). Pair j's angle is the position times theta_scale^j reached by j repeated float
-// multiplications, as the reference's serial loop reaches it (bit for bit); each thread repeats
-// those few multiplications instead of waiting on a neighbour.
+// each also passed to put(i, value). Pair j's angle is the position times theta_scale^j reached
+// by j repeated float multiplications, as the reference's serial loop reaches it (bit for bit);
+// each thread repeats those few multiplications instead of waiting on a neighbour.
 template <class Put>
 __device__ __forceinline__ void rope_item(const float* x, float* y, float pos, int64_t j, const float* freq_factors,
                                           const RopeArgs& p, Put put) {

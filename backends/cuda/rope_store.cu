@@ -20,12 +20,6 @@ struct RopeStoreArgs {
   int k_kind, v_kind;                 // CacheKind
 };
 
-__device__ __forceinline__ void store_value(uint8_t* row, int64_t k, float v, int kind) {
-  if (kind == kCacheF16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
-  else if (kind == kCacheF8) row[k] = e4m3_from_fp32_bits(float_to_bits(v));
-  else reinterpret_cast<float*>(row)[k] = v;
-}
-
 __global__ void rope_store_kernel(TensorArg yq, TensorArg xq, TensorArg yk, TensorArg xk, TensorArg kc, TensorArg vc,
                                   TensorArg xv, const int32_t* pos, const float* freq_factors, const int32_t* k_slots,
                                   const int32_t* v_slots, RopeStoreArgs a) {
@@ -41,10 +35,10 @@ __global__ void rope_store_kernel(TensorArg yq, TensorArg xq, TensorArg yk, Tens
       uint8_t* row = kc.data + k_slots[t] * kc.nb[1];
       const int64_t at = (r % a.k_heads) * xk.ne[0];  // this head's first value in the token's row
       rope_item(xk.f32(r), yk.data ? yk.f32(r) : nullptr, static_cast<float>(pos[t]), i % per_row, freq_factors, a.p,
-                [&](int64_t e, float v) { store_value(row, at + e, v, a.k_kind); });
+                [&](int64_t e, float v) { cache_store(row, at + e, v, a.k_kind); });
     } else {
       const int64_t i = idx - a.q_items - a.k_items, R = xv.ne[0], k = i % R, t = i / R;
-      store_value(vc.data + v_slots[t] * vc.nb[1], k, xv.f32(t)[k], a.v_kind);
+      cache_store(vc.data + v_slots[t] * vc.nb[1], k, xv.f32(t)[k], a.v_kind);
     }
   }
 }
@@ -92,9 +86,10 @@ RopeStoreFusion rope_store_fusion(const Graph& g, size_t i, size_t end) {
     for (const Tensor* in : {xq, xk, xv})
       if (out && in != (out == yq ? xq : xk) && !apart(out, in)) return {};
   if (write_k && !apart(yq, yk)) return {};
+  // The caches are only written, each its own rows (a layer's K and V may share one buffer,
+  // interleaved: their extents overlap, their elements do not).
   for (const Tensor* in : {xq, xk, xv, yq, write_k ? yk : nullptr})
     if (in && (!apart(in, sk.src[0]) || !apart(in, sv.src[0]))) return {};
-  if (!apart(sk.src[0], sv.src[0])) return {};
   return {true, write_k};
 }
 

@@ -11,6 +11,9 @@
 #                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels) and with
 #                KESTREL_CUDA_GRAPHS=0 (no step graphs); a markdown table last
 #   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
+#   7. ncu       Nsight Compute on decode kernels of the first type (launches GPU_SUITE_NCU_SKIP
+#                on, GPU_SUITE_NCU_COUNT of them, no graphs): each kernel's time, DRAM throughput
+#                and occupancy, as a table (tools/dev/ncu_table.py) at the end of the summary
 # Every step runs even when one before it failed (those needing the build are skipped without
 # one); each one's status is printed, and the exit status is 1 when any failed.
 #
@@ -24,7 +27,7 @@
 # Environment (defaults in brackets):
 #   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
 #   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
-#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 7 files
+#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 8 files
 #   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (never under $OUT)
 #   GPU_SUITE_TYPES ["q4_0 q8_0 q4_K fp8_e4m3 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
 #   GPU_SUITE_EXTRA ["qwen3-30b-a3b:q4_0"]: more PRESET:TYPE models after those (empty: none)
@@ -34,6 +37,7 @@
 #   GPU_SUITE_CTEST_TIMEOUT [900 s, each test]  GPU_SUITE_MEMCHECK_TIMEOUT [300 s]
 #   GPU_SUITE_SKIP [none; e.g. "memcheck synth bench"]
 #   GPU_SUITE_DEPS [build-gpu-deps when present]: a folder of unpacked .deb files
+#   GPU_SUITE_NCU_SKIP [400] GPU_SUITE_NCU_COUNT [40] GPU_SUITE_NCU_TIMEOUT [120 s]
 # shellcheck disable=SC2317  # the do_* step functions are called through step()
 set -euo pipefail
 
@@ -92,6 +96,9 @@ SKIP=" ${GPU_SUITE_SKIP:-} "
 # One test case per kernel family (the whole of test_ops under memcheck may outlast the suite).
 MEMCHECK_FILTER=${GPU_SUITE_MEMCHECK_FILTER-'*GET_ROWS: every type*,*row-wise*,*MATMUL: every weight type*,*ROPE*,*KV_STORE and ATTENTION*,*MATMUL_ID: every weight type*,*MATMUL_ID of many tokens*,*MATMUL: the integer-code types*,*TOP_K*'}
 MEMCHECK_TIMEOUT=${GPU_SUITE_MEMCHECK_TIMEOUT:-300}
+NCU_SKIP=${GPU_SUITE_NCU_SKIP:-400}
+NCU_COUNT=${GPU_SUITE_NCU_COUNT:-40}
+NCU_TIMEOUT=${GPU_SUITE_NCU_TIMEOUT:-120}
 CTEST_TIMEOUT=${GPU_SUITE_CTEST_TIMEOUT:-900}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)
@@ -313,6 +320,33 @@ do_perop() {
   run "$KESTREL" bench -d cuda -m "$m" -p 0 -n 32 -r 1 --per-op
 }
 
+# ---- 7. ncu ---------------------------------------------------------------------------------
+NCU=$(command -v ncu || true)
+if [[ -z $NCU && -x /usr/local/cuda/bin/ncu ]]; then NCU=/usr/local/cuda/bin/ncu; fi
+do_ncu() {
+  local m ncu=$NCU
+  m=$(model_path "${ENTRIES[0]}")
+  if [[ -z $ncu ]]; then
+    echo "ncu: not on PATH nor in /usr/local/cuda/bin"
+    [[ $DRY == 1 ]] || return 1
+    ncu=ncu
+  fi
+  if [[ $DRY != 1 && ! -s $m ]]; then
+    echo "missing $m (synth failed?)"
+    return 1
+  fi
+  # The card's clocks as found (--clock-control none); launched, not replayed, kernels.
+  local cmd=(env KESTREL_CUDA_GRAPHS=0 timeout "$NCU_TIMEOUT" "$ncu" --clock-control none --launch-skip "$NCU_SKIP"
+    --launch-count "$NCU_COUNT" --section SpeedOfLight --section LaunchStats --section Occupancy
+    "$KESTREL" bench -d cuda -m "$m" -p 0 -n 8 -r 1)
+  if [[ $DRY == 1 ]]; then
+    run "${cmd[@]}"
+    return
+  fi
+  "${cmd[@]}" >"$TMP/ncu.txt" || return
+  python3 "$ROOT/tools/dev/ncu_table.py" "$TMP/ncu.txt" | tee "$TMP/ncu_table.md"
+}
+
 # One row of the table from a bench JSON (nlohmann's dump(2): one key a line, 4 spaces in).
 bench_row() {
   awk -v pp="$PP" -v tg="$TG" -v gpu="$GPU_NAME" '
@@ -363,6 +397,12 @@ summary() {
     fi
     echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs | $nograph_tgs |"
   done
+  if [[ -s $TMP/ncu_table.md ]]; then
+    echo
+    echo "Nsight Compute, decode kernels of ${ENTRIES[0]} (launches from $NCU_SKIP on; rows merge a kernel's launches of one grid):"
+    echo
+    cat "$TMP/ncu_table.md"
+  fi
   for f in "$TMP"/bench-*-wgmma.json; do
     [[ -s $f ]] || continue
     IFS=$'\t' read -r _ pps _ _ <<<"$(bench_row "$f")"
@@ -390,6 +430,7 @@ step memcheck memcheck.log do_memcheck
 step bench bench.log do_bench
 [[ $DRY == 1 ]] || touch "$TMP/bench_over"  # (the synth waits on the bench no more)
 step perop perop.log do_perop
+step ncu ncu.log do_ncu
 if [[ -n $SYNTH_PID ]]; then  # its status, now that the bench has waited for every model
   rc=0
   wait "$SYNTH_PID" || rc=$?
