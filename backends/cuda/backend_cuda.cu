@@ -96,6 +96,12 @@ std::pair<uintptr_t, uintptr_t> tensor_extent(const Tensor* t) {
   return extent(t->data, t->ne, nb, std::max<size_t>(dtype_info(t->type).type_size, 4));
 }
 
+bool tensors_apart(const Tensor* p, const Tensor* q) {
+  const auto [p0, p1] = tensor_extent(p);
+  const auto [q0, q1] = tensor_extent(q);
+  return p1 <= q0 || q1 <= p0;
+}
+
 void Stream::forget_x_if_written(const Tensor* t) {
   if (!x_key.data || !t) return;
   const auto [a0, a1] = extent(x_key.data, x_key.ne, x_key.nb, 4);

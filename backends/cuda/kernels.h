@@ -132,6 +132,8 @@ Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s, size_t ext
 // The bytes from t's first element to one past its last, a bound for strided views
 // (backend_cuda.cu).
 std::pair<uintptr_t, uintptr_t> tensor_extent(const Tensor* t);
+// Whether the extents of p and q do not overlap (the fusions' aliasing checks).
+bool tensors_apart(const Tensor* p, const Tensor* q);
 
 // Weight types the matmul and GET_ROWS kernels read.
 bool weight_type_supported(DType t);

@@ -191,11 +191,6 @@ namespace {
 bool same_view(const Tensor* p, const Tensor* q) {
   return p->data == q->data && std::equal(p->ne, p->ne + 4, q->ne) && std::equal(p->nb, p->nb + 4, q->nb);
 }
-bool apart(const Tensor* p, const Tensor* q) {
-  const auto [p0, p1] = tensor_extent(p);
-  const auto [q0, q1] = tensor_extent(q);
-  return p1 <= q0 || q1 <= p0;
-}
 bool f32_rows_of(const Tensor* t, int64_t K, int64_t rows) {
   return t->type == DType::F32 && t->ne[0] == K && t->n_rows() == rows && t->nb[0] == 4;
 }
@@ -228,11 +223,11 @@ size_t norm_fusion(const std::vector<Node>& nodes, size_t i, size_t end) {
   // from every output. Then a thread touching only its own elements keeps the ops' order.
   for (int p = 0; p < n_all; ++p)
     for (int q = p + 1; q < n_all; ++q)
-      if (!same_view(all[p], all[q]) && !apart(all[p], all[q])) return 0;
+      if (!same_view(all[p], all[q]) && !tensors_apart(all[p], all[q])) return 0;
   for (int in = n_outs; in < n_all; ++in)
     if (all[in]->n_rows() != rows)
       for (int out = 0; out < n_outs; ++out)
-        if (!apart(all[in], all[out])) return 0;
+        if (!tensors_apart(all[in], all[out])) return 0;
   return add ? 3 : 2;
 }
 

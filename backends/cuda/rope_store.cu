@@ -52,11 +52,6 @@ bool contiguous_f32(const Tensor* t) {
   }
   return true;
 }
-bool apart(const Tensor* p, const Tensor* q) {
-  const auto [p0, p1] = tensor_extent(p);
-  const auto [q0, q1] = tensor_extent(q);
-  return p1 <= q0 || q1 <= p0;
-}
 
 }  // namespace
 
@@ -84,12 +79,12 @@ RopeStoreFusion rope_store_fusion(const Graph& g, size_t i, size_t end) {
   const Tensor* outs[2] = {yq, write_k ? yk : nullptr};
   for (const Tensor* out : outs)
     for (const Tensor* in : {xq, xk, xv})
-      if (out && in != (out == yq ? xq : xk) && !apart(out, in)) return {};
-  if (write_k && !apart(yq, yk)) return {};
+      if (out && in != (out == yq ? xq : xk) && !tensors_apart(out, in)) return {};
+  if (write_k && !tensors_apart(yq, yk)) return {};
   // The caches are only written, each its own rows (a layer's K and V may share one buffer,
   // interleaved: their extents overlap, their elements do not).
   for (const Tensor* in : {xq, xk, xv, yq, write_k ? yk : nullptr})
-    if (in && (!apart(in, sk.src[0]) || !apart(in, sv.src[0]))) return {};
+    if (in && (!tensors_apart(in, sk.src[0]) || !tensors_apart(in, sv.src[0]))) return {};
   return {true, write_k};
 }
 
