@@ -87,10 +87,10 @@ TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
 // two must agree bit for bit, and both agree with the reference.
 TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, odd rows, no ADD") {
   // variant 0: new tensors; 1: b and gain broadcast; 2: in place (the norm and the MUL write the
-  // ADD's output); 3: no ADD; 4: variant 0 with 12 rows; 5: no ADD, in place (the norm and the MUL
-  // write their input, a SILU's output). Where K allows, an integer-code MATMUL of z follows (Q4_0: Q8_0
-  // activations; Q4_K: Q8_K), whose quantized input the fused kernel writes too: 3 rows take the
-  // GEMV, 12 the tensor-core GEMM. K a multiple of 4: the row in registers, 1 to 8 float4s a
+  // ADD's output); 3: no ADD; 4: variant 0 with 12 rows; 5: no ADD, in place (the norm and the
+  // MUL write their input, a SILU's output). Where K allows, an integer-code MATMUL of z follows
+  // (Q4_0: Q8_0 activations; Q4_K: Q8_K), whose quantized input the fused kernel writes too: 3
+  // rows take the GEMV, 12 the tensor-core GEMM. K a multiple of 4: the row in registers, 1 to 8 float4s a
   // thread, the last one partial for 1088 and 6144; K 5 and 257: the loops.
   int64_t R = 3;
   Tensor* mm = nullptr;
@@ -353,11 +353,16 @@ TEST_CASE("ROPE: normal and neox, partial rotation, frequency factors, YaRN") {
 // nodes are adjacent: built once adjacent and once with an unrelated node between each two
 // (nothing fuses); on CUDA the two agree bit for bit (the ropes' outputs and both caches), and
 // both agree with the reference. Every cache type; normal and neox; partial rotation with
-// frequency factors; one token and several.
+// frequency factors; one token and several; variant 4: K and V interleaved in one buffer (each
+// row K's values then V's), as a layer's two caches may be.
 TEST_CASE("ROPE, ROPE, KV_STORE, KV_STORE fused on CUDA: the separate kernels' bits, every cache type") {
+  const auto bytes_of = [](const Tensor* t) {
+    const auto* p = static_cast<const uint8_t*>(t->data);
+    return std::vector<uint8_t>(p, p + t->n_bytes());
+  };
   for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3}) {
-    for (int variant = 0; variant < 4; ++variant) {
-      const int64_t hd = 64, nh = 4, nkv = 2, T = variant % 2 ? 3 : 1, cells = 7;
+    for (int variant = 0; variant < 5; ++variant) {
+      const int64_t hd = 64, nh = 4, nkv = 2, T = variant % 2 || variant == 4 ? 3 : 1, cells = 7;
       std::vector<uint8_t> caches[2], ys[2];
       for (bool apart : {false, true}) {
         std::mt19937 rng(static_cast<unsigned>(31 + variant));
@@ -369,8 +374,13 @@ TEST_CASE("ROPE, ROPE, KV_STORE, KV_STORE fused on CUDA: the separate kernels' b
         p.n_rot = variant == 3 ? 32 : 64;
         p.n_ctx_orig = 4096;
         Tensor kc = c.buf.tensor(cache_type, hd * nkv, cells), vc = c.buf.tensor(cache_type, hd * nkv, cells);
-        fill_random(kc, rng);
-        fill_random(vc, rng);
+        Tensor both = c.buf.tensor(cache_type, 2 * hd * nkv, cells);
+        if (variant == 4) {  // views of one buffer's rows: K the first half, V the second
+          kc = both, kc.ne[0] = hd * nkv;
+          vc = kc, vc.data = static_cast<uint8_t*>(both.data) + kc.row_bytes();
+        }
+        fill_random(variant == 4 ? both : kc, rng);
+        if (variant != 4) fill_random(vc, rng);
         Tensor* kct = c.g.external(kc);
         Tensor* vct = c.g.external(vc);
         c.i32a = {0, 17, 300};  // positions
@@ -396,20 +406,24 @@ TEST_CASE("ROPE, ROPE, KV_STORE, KV_STORE fused on CUDA: the separate kernels' b
         Tensor* yk = output(c, hd, nkv, T);
         c.g.add(Op::ROPE, yk, k, pos, ff).params = p;
         gap();
-        Tensor* yk2 = c.g.external(make_tensor(DType::F32, hd * nkv, T, 1, 1, yk->data));  // k's rows as cache rows
+        Tensor* yk2 = c.g.external(make_tensor(DType::F32, hd * nkv, T, 1, 1, yk->data));  // k's rows, cache rows
         c.g.add(Op::KV_STORE, kct, kct, yk2, slots);
         gap();
         c.g.add(Op::KV_STORE, vct, vct, v, slots);
-        c.outputs.push_back(kct);
-        c.outputs.push_back(vct);
+        Tensor* cache_outs[2] = {kct, vct};  // (the shared buffer whole, for variant 4)
+        if (variant == 4) cache_outs[0] = c.g.external(both), cache_outs[1] = nullptr;
+        for (Tensor* t : cache_outs)
+          if (t) c.outputs.push_back(t);
         check_case(c, 1e-5, 1e-4);
         auto cuda = try_backend("cuda");
         if (!cuda) continue;
         run_on_device(*cuda, c.g);
-        for (const Tensor* t : {kct, vct})
-          caches[apart].insert(caches[apart].end(), static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
-        for (const Tensor* t : {yq, yk})
-          ys[apart].insert(ys[apart].end(), static_cast<uint8_t*>(t->data), static_cast<uint8_t*>(t->data) + t->n_bytes());
+        for (const Tensor* t : {cache_outs[0], cache_outs[1], yq, yk}) {
+          if (!t) continue;
+          const std::vector<uint8_t> b = bytes_of(t);
+          auto& into = t == yq || t == yk ? ys[apart] : caches[apart];
+          into.insert(into.end(), b.begin(), b.end());
+        }
       }
       CAPTURE(dtype_name(cache_type));
       CAPTURE(variant);
