@@ -49,38 +49,34 @@ bool all_f32(const Node& n) {
 
 }  // namespace
 
+Status Stream::regrow(void*& buf, size_t& bytes, size_t want, const char* what) {
+  if (capturing)
+    return Error(KESTREL_ERR_BACKEND, std::string("cuda: the ") + what + " cannot grow while a step graph is captured");
+  auto lock = device_work_lock();
+  if (buf) {  // queued kernels may still use the old buffer
+    KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
+    cudaFree(buf);
+    buf = nullptr;
+    bytes = 0;
+  }
+  KS_RETURN_IF_ERROR(check(cudaMalloc(&buf, want), ("allocating " + std::to_string(want) + " bytes of " + what).c_str()));
+  bytes = want;
+  return Status::Ok();
+}
+
 Expected<void*> Stream::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
-  if (capturing) return Error(KESTREL_ERR_BACKEND, "cuda: the scratch cannot grow while a step graph is captured");
   forget_x();
-  auto lock = device_work_lock();
-  if (scratch_) {  // queued kernels may still read the old buffer
-    KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
-    cudaFree(scratch_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-  }
-  const size_t want = std::max<size_t>(bytes, size_t{1} << 20);
-  KS_RETURN_IF_ERROR(check(cudaMalloc(&scratch_, want), ("allocating " + std::to_string(want) + " bytes of scratch").c_str()));
-  scratch_bytes_ = want;
+  KS_RETURN_IF_ERROR(regrow(scratch_, scratch_bytes_, std::max<size_t>(bytes, size_t{1} << 20), "scratch"));
   return scratch_;
 }
 
 Expected<unsigned*> Stream::counters(size_t n) {
-  if (n <= n_counters_) return counters_;
-  if (capturing) return Error(KESTREL_ERR_BACKEND, "cuda: the counters cannot grow while a step graph is captured");
-  auto lock = device_work_lock();
-  if (counters_) {  // queued kernels may still count in the old ones
-    KS_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "synchronizing"));
-    cudaFree(counters_);
-    counters_ = nullptr;
-    n_counters_ = 0;
+  if (n * sizeof(unsigned) > counters_bytes_) {
+    KS_RETURN_IF_ERROR(regrow(counters_, counters_bytes_, std::max<size_t>(n, 4096) * sizeof(unsigned), "counters"));
+    KS_RETURN_IF_ERROR(check(cudaMemsetAsync(counters_, 0, counters_bytes_, stream), "zeroing counters"));
   }
-  const size_t want = std::max<size_t>(n, 4096);
-  KS_RETURN_IF_ERROR(check(cudaMalloc(reinterpret_cast<void**>(&counters_), want * sizeof(unsigned)), "allocating counters"));
-  KS_RETURN_IF_ERROR(check(cudaMemsetAsync(counters_, 0, want * sizeof(unsigned), stream), "zeroing counters"));
-  n_counters_ = want;
-  return counters_;
+  return static_cast<unsigned*>(counters_);
 }
 
 // The bytes from t's first to one past its last element (a bound for strided views).

@@ -36,10 +36,7 @@ __global__ void quantize_q8_K_kernel(TensorArg x, int8_t* xq, float* xd, int32_t
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
     const int64_t col = i / (K / 256), b = i % (K / 256), c0 = col * nb + 8 * b;  // its first chunk
-    const float* src = x.f32(col) + 256 * b + threadIdx.x % 32;
-    float v[8];
-    for (int j = 0; j < 8; ++j) v[j] = src[32 * j];
-    quantize_q8_K_warp(v, xq + col * K + 256 * b, xd + c0, xs + 2 * c0);
+    quantize_q8_K_warp_at(x.f32(col) + 256 * b, xq + col * K + 256 * b, xd + c0, xs + 2 * c0);
   }
 }
 

@@ -76,6 +76,12 @@ __device__ __forceinline__ void quantize_q8_K_warp(const float (&v)[8], int8_t* 
   }
   if (lane < 8) d8[lane] = amax != 0.0f ? 1 / iscale : 0.0f;
 }
+// The same, the block's 256 values read from src.
+__device__ __forceinline__ void quantize_q8_K_warp_at(const float* src, int8_t* q, float* d8, int32_t* s16) {
+  float v[8];
+  for (int i = 0; i < 8; ++i) v[i] = src[threadIdx.x % 32 + 32 * i];
+  quantize_q8_K_warp(v, q, d8, s16);
+}
 
 // A weight chunk as codes: q[i] packs elements 4i .. 4i + 3 (lowest byte first), and element e
 // is d[e / 16] * code + m[e / 16].

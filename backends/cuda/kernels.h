@@ -44,10 +44,12 @@ class Stream {
   void forget_x_if_written(const Tensor* t);
 
  private:
+  // Replaces buf (bytes long) by `want` fresh bytes, after the work queued on the old one.
+  Status regrow(void*& buf, size_t& bytes, size_t want, const char* what);
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  unsigned* counters_ = nullptr;
-  size_t n_counters_ = 0;
+  void* counters_ = nullptr;
+  size_t counters_bytes_ = 0;
 };
 
 Status run_get_rows(const Node& n, Stream& s);

@@ -50,11 +50,8 @@ __device__ __forceinline__ void quantize_row(const float* zr, int64_t K, int64_t
     for (int64_t c = warp; c < nb; c += warps)
       quantize_q8_0_warp(zr[32 * c + lane], xq + r * K + 32 * c, xd + r * nb + c, xs + 2 * (r * nb + c));
   } else {
-    for (int64_t c = warp; c < K / 256; c += warps) {
-      float v[8];
-      for (int j = 0; j < 8; ++j) v[j] = zr[256 * c + lane + 32 * j];
-      quantize_q8_K_warp(v, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
-    }
+    for (int64_t c = warp; c < K / 256; c += warps)
+      quantize_q8_K_warp_at(zr + 256 * c, xq + r * K + 256 * c, xd + r * nb + 8 * c, xs + 2 * (r * nb + 8 * c));
   }
 }
 

@@ -43,15 +43,7 @@ __global__ void rope_store_kernel(TensorArg yq, TensorArg xq, TensorArg yk, Tens
   }
 }
 
-bool contiguous_f32(const Tensor* t) {
-  if (t->type != DType::F32 || t->nb[0] != 4) return false;
-  size_t want = 4 * static_cast<size_t>(t->ne[0]);
-  for (int i = 1; i < 4; ++i) {
-    if (t->ne[i] > 1 && t->nb[i] != want) return false;
-    want *= static_cast<size_t>(t->ne[i]);
-  }
-  return true;
-}
+bool contiguous_f32(const Tensor* t) { return t->type == DType::F32 && t->is_contiguous(); }
 
 }  // namespace
 

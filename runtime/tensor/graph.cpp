@@ -117,19 +117,10 @@ void Graph::mark_output(Tensor* t) {
 }
 
 bool Graph::used_after(const Tensor* t, size_t i) const {
-  auto owner = [&](const Tensor* x) -> const Slot* {
-    const Slot& s = slots_[index_.at(x)];
-    return s.view_of ? &slots_[index_.at(s.view_of)] : &s;
-  };
-  const Slot* o = owner(t);
-  if (!o->is_intermediate || o->is_input || o->output) return true;
-  for (size_t j = i + 1; j < nodes_.size(); ++j) {
-    const Node& n = nodes_[j];
-    const Tensor* ts[1 + Node::kMaxSrc] = {n.dst, n.src[0], n.src[1], n.src[2], n.src[3], n.src[4]};
-    for (const Tensor* x : ts)
-      if (x && owner(x) == o) return true;
-  }
-  return false;
+  const Slot& s = slots_[index_.at(t)];
+  const Slot& o = s.view_of ? slots_[index_.at(s.view_of)] : s;
+  if (!o.is_intermediate || o.is_input || o.output) return true;
+  return o.last_use == SIZE_MAX || o.last_use > i;
 }
 
 size_t Graph::plan() {
@@ -156,6 +147,7 @@ size_t Graph::plan() {
   }
   std::vector<std::vector<Slot*>> starts(nodes_.size()), ends(nodes_.size());
   for (auto& [o, r] : live) {
+    o->last_use = r.second;
     starts[r.first].push_back(o);
     if (!o->output) ends[r.second].push_back(o);
   }

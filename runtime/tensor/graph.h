@@ -3,6 +3,7 @@
 // arena, reusing memory once a tensor's last reader has run. Per-step inputs come first in the
 // arena, packed in creation order, so a step uploads them all with one write.
 #pragma once
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -65,7 +66,8 @@ class Graph {
   void mark_output(Tensor* t);
   // Whether t's storage (t, or what t is a view of) is used by a node after node i or outlives
   // the graph (not an intermediate, an input or an output). When not, plan() may have given that
-  // memory to a later tensor, and a backend fusing the nodes up to i need not write t.
+  // memory to a later tensor, and a backend fusing the nodes up to i need not write t. Before
+  // plan(), which records each storage's last use, every intermediate counts as used.
   bool used_after(const Tensor* t, size_t i) const;
 
   // Assigns arena offsets; returns the arena bytes needed. Call once after building.
@@ -88,6 +90,7 @@ class Graph {
     bool is_intermediate = false;
     bool is_input = false;  // placed at `offset` before every intermediate
     bool output = false;
+    size_t last_use = SIZE_MAX;  // the last node using the storage (plan(); owners only)
   };
   Slot& slot_of(Tensor* t);
   std::deque<Tensor> tensors_;  // stable addresses
