@@ -44,6 +44,11 @@ Tensor* Builder::rms_norm(Tensor* x, const Tensor* gain) {
 Tensor* Builder::linear(const Tensor* w, Tensor* x, const Tensor* bias) {
   Tensor* y = g_.intermediate(DType::F32, w->ne[1], x->ne[1]);
   g_.add(Op::MATMUL, y, weight(w), x);
+  if (const Tensor* s = m_.second_scale(w)) {  // before the bias, as llama.cpp applies it
+    Tensor* z = g_.intermediate(DType::F32, w->ne[1], x->ne[1]);
+    g_.add(Op::MUL, z, y, weight(s));
+    y = z;
+  }
   if (!bias) return y;
   Tensor* z = g_.intermediate(DType::F32, w->ne[1], x->ne[1]);
   g_.add(Op::ADD, z, y, weight(bias));

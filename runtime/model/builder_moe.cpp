@@ -3,6 +3,8 @@
 // combines them; a shared expert, when the layer has one, is added unweighted.
 #include "model/builder.h"
 
+#include <vector>
+
 namespace kestrel {
 
 MoeOptions moe_options_from(const HParams& h) {
@@ -19,7 +21,22 @@ Tensor* Builder::linear_id(const Tensor* w, Tensor* x, Tensor* ids, const Tensor
   const int64_t slots = ids ? ids->ne[0] : x->ne[1];
   Tensor* y = g_.intermediate(DType::F32, w->ne[1], slots, x->ne[2]);  // [N, slots, T]
   g_.add(Op::MATMUL_ID, y, weight(w), x, ids, bias ? weight(bias) : nullptr);
-  return y;
+  const Tensor* s = m_.second_scale(w);  // [N, n_matrices]: each slot's row, by its matrix
+  if (!s) return y;
+  const int64_t T = x->ne[2], n = slots * T;
+  Tensor* which = nullptr;
+  if (ids) {
+    which = g_.reshape(ids, n);
+  } else {
+    std::vector<int32_t> per_slot(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) per_slot[static_cast<size_t>(i)] = static_cast<int32_t>(i % slots);
+    which = input_i32(per_slot);
+  }
+  Tensor* rows = g_.intermediate(DType::F32, w->ne[1], n);
+  g_.add(Op::GET_ROWS, rows, weight(s), which);
+  Tensor* z = g_.intermediate(DType::F32, w->ne[1], n);
+  g_.add(Op::MUL, z, g_.reshape(y, w->ne[1], n), rows);
+  return g_.reshape(z, w->ne[1], slots, T);
 }
 
 Tensor* Builder::moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o) {

@@ -95,20 +95,7 @@ Status Model::init() {
     }
   }
   KS_RETURN_IF_ERROR(arch_->bind(*this, weights_));
-  // NVFP4 files converted from ModelOpt checkpoints carry a second scale per matrix as a tensor of
-  // its own ("<name>.scale", and "<name>.input_scale" for the activations), which llama.cpp
-  // multiplies into the matmul's output. The builders do not apply them yet: refuse such a file
-  // rather than run it without them.
-  for (const gguf::TensorInfo& ti : f.tensors()) {
-    for (const std::string_view suffix : {".scale", ".input_scale"}) {
-      const std::string_view name = ti.name;
-      if (!name.ends_with(suffix)) continue;
-      const std::string matrix = std::string(name.substr(0, name.size() - suffix.size())) + ".weight";
-      if (tensors_.count(matrix))
-        return Error(KESTREL_ERR_UNSUPPORTED, f.path() + ": tensor '" + ti.name + "' is a second-level scale of '" + matrix +
-                                                  "' (NVFP4 weight_scale_2 / input_scale); such scale tensors are not supported yet");
-    }
-  }
+  KS_RETURN_IF_ERROR(bind_second_scales());
   if (recording_) return Status::Ok();
   auto device = create_device(opts_.backend);
   if (!device.ok()) return device.status();

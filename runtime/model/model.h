@@ -1,6 +1,7 @@
 // A loaded model: the mapped GGUF, hyper-parameters, vocabulary and weights (views into the
 // mapping). Immutable after load, so any number of contexts and threads may share it.
 #pragma once
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -80,6 +81,10 @@ class Model {
   Expected<const Tensor*> require(const std::string& name, std::vector<int64_t> ne, int layer = -1) const;
   Expected<const Tensor*> optional(const std::string& name, std::vector<int64_t> ne, int layer = -1) const;
 
+  // A matrix's second-level scale, expanded for a MUL after its product (second_scales.cpp): [N]
+  // for w [K, N], [N, n] for n stacked matrices; nullptr when the file has none for w.
+  const Tensor* second_scale(const Tensor* w) const;
+
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t n_params() const { return n_params_; }
   // Parameters one token reads: the total less the experts it does not use.
@@ -97,6 +102,7 @@ class Model {
  private:
   Model() = default;
   Status init();
+  Status bind_second_scales();  // after the architecture's bind()
   std::unique_ptr<gguf::File> file_;
   HParams hp_;
   const ArchDef* arch_ = nullptr;
@@ -104,6 +110,8 @@ class Model {
   ModelWeights weights_;
   ModelLoadOptions opts_;
   mutable std::unordered_map<std::string, Tensor> tensors_;  // mutable: recording mode adds
+  std::unordered_map<const Tensor*, const Tensor*> second_scales_;  // matrix -> its expanded scale
+  std::deque<std::vector<float>> scale_storage_;  // what those expanded scales point at
   std::unique_ptr<Device> device_;  // declared after tensors_: destroyed before them
   uint64_t weight_bytes_ = 0, n_params_ = 0;
   bool recording_ = false;        // tensor_table(): require/optional record instead of look up

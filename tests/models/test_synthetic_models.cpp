@@ -12,14 +12,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <string_view>
 
 #include "backends/cpu/repacked.h"
 #include "backends/cpu/weights_cpu.h"
 #include "common/cpu_model.h"
+#include "core/fp16.h"
 #include "engine/context.h"
 #include "model/synth.h"
+#include "tensor/quants/quant_blocks.h"
 
 using namespace kestrel;
 
@@ -372,25 +377,160 @@ TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, n
   CHECK(e4.status().to_string().find("expert_gating_func") != std::string::npos);
 }
 
-// A second-level scale tensor beside a matrix (an NVFP4 file converted from a ModelOpt checkpoint:
-// "<name>.scale", "<name>.input_scale") is refused by name rather than run without it.
-TEST_CASE("synthetic models: a matrix's second-level scale tensor is refused, not ignored") {
-  const ArchDef* arch = find_arch("llama");
-  REQUIRE(arch);
-  for (const char* name : {"blk.0.attn_q.scale", "blk.1.ffn_down.input_scale"}) {
-    SynthOptions so;
-    so.weight_type = DType::NVFP4;
-    auto w = synth_model(*arch, arch->tiny.at(0), so);
-    REQUIRE(w.ok());
-    const float one = 1.0f;
-    REQUIRE(w->add_tensor(name, DType::F32, {1}, &one, sizeof one).ok());
-    auto file = gguf::File::from_bytes(w->to_bytes(), "<synth>");
+namespace {
+
+// A model's GGUF rebuilt with its metadata and every tensor, each passed through edit(name,
+// info, bytes) first (which may change the bytes in place); then the tensors of `extra`.
+std::vector<uint8_t> rebuilt(const std::vector<uint8_t>& bytes,
+                             const std::function<void(const gguf::TensorInfo&, std::vector<uint8_t>&)>& edit,
+                             const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
+  auto f = gguf::File::from_bytes(bytes, "<synth>");
+  REQUIRE(f.ok());
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : f.value()->metadata()) w.set(kv.key, kv.value);
+  for (const gguf::TensorInfo& ti : f.value()->tensors()) {
+    const uint8_t* p = f.value()->tensor_data(ti);
+    std::vector<uint8_t> data(p, p + ti.nbytes);
+    edit(ti, data);
+    REQUIRE(w.add_tensor(ti.name, ti.type, std::vector<int64_t>(ti.ne, ti.ne + ti.n_dims), data.data(), data.size()).ok());
+  }
+  for (const auto& [name, v] : extra)
+    REQUIRE(w.add_tensor(name, DType::F32, {static_cast<int64_t>(v.size())}, v.data(), v.size() * sizeof(float)).ok());
+  return w.to_bytes();
+}
+
+// The matrices a second-level scale can go with in a synthetic model: products of F32, F16 or
+// Q8_0 weights (where scaling by a power of two is exact in the stored values too), not the
+// gathered embedding table, not stacked matrices with a bias.
+bool scalable(const gguf::File& f, const gguf::TensorInfo& ti) {
+  const std::string_view name = ti.name;
+  if (ti.n_dims < 2 || !name.ends_with(".weight") || name == "token_embd.weight") return false;
+  if (ti.type != DType::F32 && ti.type != DType::F16 && ti.type != DType::Q8_0) return false;
+  return ti.n_dims < 3 || !f.find_tensor(std::string(name.substr(0, name.size() - 7)) + ".bias");
+}
+
+// Scales a tensor's stored values (matrix e of a stack by factors[e]): exact for powers of two.
+void scale_values(const gguf::TensorInfo& ti, std::vector<uint8_t>& data, const std::vector<float>& factors) {
+  const size_t per = data.size() / static_cast<size_t>(ti.ne[2]);
+  for (size_t e = 0; e < static_cast<size_t>(ti.ne[2]); ++e) {
+    uint8_t* p = data.data() + e * per;
+    const float s = factors[factors.size() == 1 ? 0 : e];
+    if (ti.type == DType::F32) {
+      for (size_t i = 0; i < per / 4; ++i) reinterpret_cast<float*>(p)[i] *= s;
+    } else if (ti.type == DType::F16) {
+      auto* h = reinterpret_cast<uint16_t*>(p);
+      for (size_t i = 0; i < per / 2; ++i) h[i] = fp32_to_fp16(fp16_to_fp32(h[i]) * s);
+    } else {  // Q8_0: the block's fp16 scale
+      for (size_t b = 0; b < per / sizeof(block_q8_0); ++b) {
+        auto* blk = reinterpret_cast<block_q8_0*>(p) + b;
+        blk->d = fp32_to_fp16(fp16_to_fp32(blk->d) * s);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// NVFP4 files converted from ModelOpt checkpoints carry a second scale per matrix ("<name>.scale",
+// weight_scale_2), which multiplies the matrix's product. A model with such tensors (powers of
+// two, one per matrix or one per expert / head) must give, on every backend, the logits of the
+// same model with its stored weights multiplied by them: bit for bit, since a power of two
+// scales every product and partial sum exactly. A scale the builders forgot (a matrix taken by
+// another path) fails it; so does one applied twice or to the wrong expert.
+TEST_CASE("synthetic models: second-level scales multiply their matrix's product") {
+  int scaled_archs = 0;
+  for (const ArchDef* arch : all_archs()) {
+    for (DType type : {DType::F32, DType::Q8_0}) {
+      CAPTURE(arch->name);
+      CAPTURE(dtype_name(type));
+      const std::vector<uint8_t> bytes = synth(*arch, arch->tiny.at(0), type, 5).to_bytes();
+      auto f = gguf::File::from_bytes(bytes, "<synth>");
+      REQUIRE(f.ok());
+      std::map<std::string, std::vector<float>> factors;  // matrix name -> its scale tensor's values
+      int j = 0;
+      for (const gguf::TensorInfo& ti : f.value()->tensors()) {
+        if (!scalable(*f.value(), ti)) continue;
+        const bool per_matrix = ti.n_dims == 3 && j % 2 == 0;  // some stacks with one value, some with one each
+        std::vector<float> v(per_matrix ? static_cast<size_t>(ti.ne[2]) : 1);
+        for (size_t e = 0; e < v.size(); ++e) v[e] = std::ldexp(1.0f, static_cast<int>((j + e) % 3));  // 1, 2, 4
+        factors[ti.name] = v;
+        ++j;
+      }
+      REQUIRE(j > 3);
+      std::vector<std::pair<std::string, std::vector<float>>> extra;
+      for (const auto& [name, v] : factors) extra.emplace_back(name.substr(0, name.size() - 7) + ".scale", v);
+      extra.emplace_back("blk.0.attn_output.input_scale", std::vector<float>{3.0f});  // checked, not used
+      const auto keep = [](const gguf::TensorInfo&, std::vector<uint8_t>&) {};
+      const std::vector<uint8_t> with_scales = rebuilt(bytes, keep, extra);
+      const std::vector<uint8_t> prescaled = rebuilt(bytes, [&](const gguf::TensorInfo& ti, std::vector<uint8_t>& d) {
+        if (factors.count(ti.name)) scale_values(ti, d, factors.at(ti.name));
+      });
+      const std::vector<float> want = run_model(prescaled, "ref", 1);
+      CHECK(nmse(want, run_model(bytes, "ref", 1)) > 1e-4);  // the scales matter
+      for (const std::string& backend : compiled_backends()) {
+        if (!create_device(backend).ok()) continue;
+        CAPTURE(backend);
+        const std::vector<float> got = run_model(with_scales, backend, 1);
+        CHECK(nmse(got, run_model(prescaled, backend, 1)) == 0.0);
+        CHECK(nmse(got, want) < 1e-6);
+      }
+      ++scaled_archs;
+    }
+  }
+  CHECK(scaled_archs >= 12);
+}
+
+// What a scale tensor cannot be: refused by name (the tensor and its matrix), never ignored.
+TEST_CASE("synthetic models: a second-level scale that cannot apply is refused") {
+  struct Case {
+    const char* arch;
+    std::string name;
+    std::vector<float> values;
+    kestrel_status code;
+    const char* says;
+  };
+  const float inf = INFINITY;
+  const std::vector<Case> cases = {
+      {"llama", "token_embd.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "gathered"},
+      {"llama", "blk.0.attn_norm.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "not a matrix"},
+      {"llama", "blk.0.attn_q.scale", {2.0f, 2.0f}, KESTREL_ERR_FORMAT, "must hold 1"},
+      {"llama", "blk.1.ffn_up.scale", {inf}, KESTREL_ERR_FORMAT, "not finite"},
+      {"llama", "blk.1.ffn_up.input_scale", {NAN}, KESTREL_ERR_FORMAT, "not finite"},
+      {"gpt-oss", "blk.0.ffn_up_exps.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "bias"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const ArchDef* arch = find_arch(c.arch);
+    REQUIRE(arch);
+    const std::vector<uint8_t> bytes = synth(*arch, arch->tiny.at(0), DType::Q8_0, 3).to_bytes();
+    auto file = gguf::File::from_bytes(rebuilt(bytes, [](const gguf::TensorInfo&, std::vector<uint8_t>&) {}, {{c.name, c.values}}),
+                                       "<synth>");
     REQUIRE(file.ok());
     ModelLoadOptions lo;
     lo.backend = "ref";
     auto m = Model::from_file(std::move(file.value()), lo);
     REQUIRE(!m.ok());
-    CHECK(m.status().code() == KESTREL_ERR_UNSUPPORTED);
-    CHECK(m.status().to_string().find(name) != std::string::npos);
+    CHECK(m.status().code() == c.code);
+    CHECK(m.status().to_string().find(c.name) != std::string::npos);
+    CHECK(m.status().to_string().find(c.says) != std::string::npos);
   }
+  // A scale stored as F16 is a format error naming the type.
+  const ArchDef* llama = find_arch("llama");
+  const std::vector<uint8_t> bytes = synth(*llama, llama->tiny.at(0), DType::Q8_0, 3).to_bytes();
+  auto f = gguf::File::from_bytes(bytes, "<synth>");
+  REQUIRE(f.ok());
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : f.value()->metadata()) w.set(kv.key, kv.value);
+  for (const gguf::TensorInfo& ti : f.value()->tensors())
+    REQUIRE(w.add_tensor(ti.name, ti.type, std::vector<int64_t>(ti.ne, ti.ne + ti.n_dims), f.value()->tensor_data(ti), ti.nbytes).ok());
+  const uint16_t two = fp32_to_fp16(2.0f);
+  REQUIRE(w.add_tensor("blk.0.attn_k.scale", DType::F16, {1}, &two, sizeof two).ok());
+  auto file = gguf::File::from_bytes(w.to_bytes(), "<synth>");
+  REQUIRE(file.ok());
+  ModelLoadOptions lo;
+  lo.backend = "ref";
+  auto m = Model::from_file(std::move(file.value()), lo);
+  REQUIRE(!m.ok());
+  CHECK(m.status().code() == KESTREL_ERR_FORMAT);
+  CHECK(m.status().to_string().find("must be F32") != std::string::npos);
 }
