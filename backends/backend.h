@@ -41,6 +41,7 @@ struct ExecutorStats {
   int64_t graph_captures = 0;          // graphs captured
   int64_t graph_replays = 0;           // runs that replayed a captured graph
   int64_t graph_capture_failures = 0;  // captures abandoned (those runs launched instead)
+  int64_t library_gemms = 0;           // products issued to a vendor library (cuBLAS); a replay issues none
 };
 
 // Model lifetime; shared by every context of the model, so its functions are thread-safe.

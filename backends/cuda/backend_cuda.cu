@@ -12,6 +12,7 @@
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/step_graphs.h"
+#include "core/log.h"
 
 namespace kestrel::cuda {
 
@@ -105,7 +106,46 @@ void Stream::forget_x_if_written(const Tensor* t) {
   if (a0 < b1 && b0 < a1) forget_x();
 }
 
+Expected<cublas::Handle> Stream::cublas_handle() {
+  if (cublas_handle_) return cublas_handle_;
+  if (!cublas) return Error(KESTREL_ERR_INTERNAL, "cuda: cuBLAS is not loaded");
+  if (capturing) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: the cuBLAS handle cannot be made while capturing");
+  // A library that loaded but cannot be set up here is dropped for this stream (the tiles take
+  // its products from then on), with one warning.
+  const auto give_up = [&](const std::string& why) -> Status {
+    KS_LOG_WARN("cuda: cuBLAS is not used: %s", why.c_str());
+    drop_cublas();
+    cublas = nullptr, cublas_dequant = false;
+    return Error(KESTREL_ERR_UNSUPPORTED, "cuda: " + why);
+  };
+  bool allocated = false;
+  {
+    auto lock = device_work_lock();
+    allocated = cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes) == cudaSuccess;
+  }
+  if (!allocated) {
+    cudaGetLastError();
+    cublas_workspace_ = nullptr;
+    return give_up("no device memory for its workspace");
+  }
+  cublas::Handle h = nullptr;
+  cublas::StatusT st = cublas->create(&h);
+  if (st != 0) return give_up(std::string("creating a handle: ") + cublas->status_string(st));
+  cublas_handle_ = h;  // destroyed by drop_cublas from here on
+  if ((st = cublas->set_stream(h, stream)) == 0) st = cublas->set_workspace(h, cublas_workspace_, kCublasWorkspaceBytes);
+  if (st != 0) return give_up(std::string("setting it up: ") + cublas->status_string(st));
+  return h;
+}
+
+void Stream::drop_cublas() {
+  auto lock = device_work_lock();
+  if (cublas_handle_ && cublas) cublas->destroy(cublas_handle_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
+  cublas_handle_ = nullptr, cublas_workspace_ = nullptr;
+}
+
 Stream::~Stream() {
+  drop_cublas();
   auto lock = device_work_lock();
   if (scratch_) cudaFree(scratch_);
   if (counters_) cudaFree(counters_);
@@ -115,10 +155,15 @@ namespace {
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) { stream_.wgmma = wgmma_requested(); }
+  explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) {
+    stream_.wgmma = wgmma_requested();
+    stream_.cublas = cublas_api();
+    stream_.cublas_dequant = cublas_dequant_requested();
+  }
   ~CudaExecutor() override {
     if (stream_.stream) {
       cudaStreamSynchronize(stream_.stream);
+      stream_.drop_cublas();
       cudaStreamDestroy(stream_.stream);
     }
   }
@@ -160,7 +205,11 @@ class CudaExecutor final : public Executor {
     KS_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.stream), "copying to the host"));
     return sync();
   }
-  ExecutorStats stats() const override { return graphs_.stats(); }
+  ExecutorStats stats() const override {
+    ExecutorStats st = graphs_.stats();
+    st.library_gemms = stream_.cublas_gemms;
+    return st;
+  }
 
  private:
   Status run_node(const Node& n, const Node* next) {
@@ -376,7 +425,10 @@ Expected<std::unique_ptr<Device>> make_device() {
   KS_RETURN_IF_ERROR(check(cudaMemGetInfo(&free_b, &total_b), "reading device memory"));
   BackendInfo info;
   info.name = "cuda";
-  info.device = std::string(prop.name) + (emulated() ? " [emulated]" : " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")");
+  // On a GPU, whether the prefill GEMMs have cuBLAS (gemm_cublas.cu) and, if not, why.
+  const std::string library = cublas_api() ? "; cuBLAS" : std::string("; no cuBLAS: ") + cublas_missing_reason();
+  info.device = std::string(prop.name) +
+                (emulated() ? " [emulated]" : " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + library + ")");
   info.host_memory = false;
   info.memory_total = total_b;
   info.memory_free = free_b;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/quants/fp8.h"
 #include "tensor/quants/quant_blocks.h"
@@ -189,6 +190,22 @@ bool with_weight_type(DType t, F&& f) {
 #undef KS_CASE
     default: return false;
   }
+}
+
+// Chunk c of a row as dequant_chunk decodes it, the row in the file layout or, with split_nb > 0
+// (Q4_0, Q8_0 only), in the split-rows layout (kernels.h), its block put back together first.
+template <DType T>
+__device__ __forceinline__ void dequant_row_chunk(const uint8_t* row, int64_t c, int64_t split_nb, float* out) {
+  if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
+    if (split_nb > 0) {  // file order: the fp16 scale, then the codes
+      alignas(4) uint8_t one[sizeof(block_q8_0)];
+      reinterpret_cast<uint16_t*>(one)[0] = reinterpret_cast<const uint16_t*>(row + kSplitCodeBytes<T> * split_nb)[c];
+      for (int j = 0; j < kSplitCodeBytes<T>; ++j) one[2 + j] = row[kSplitCodeBytes<T> * c + j];
+      dequant_chunk<T>(one, 0, out);
+      return;
+    }
+  }
+  dequant_chunk<T>(row, c, out);
 }
 
 }  // namespace kestrel::cuda

@@ -88,7 +88,7 @@ __global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slo
 }
 
 // dst[:, i] = table row ids[i], decoded: one thread per element (plain types) or 32-value chunk.
-// split_nb > 0: a table in the split-rows layout (kernels.h), its block put back together first.
+// split_nb > 0: a table in the split-rows layout (kernels.h).
 template <DType T>
 __global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* ids, int64_t split_nb) {
   const int64_t K = table.ne[0], per_row = is_plain<T>() ? K : K / 32, n = per_row * dst.ne[1];
@@ -101,17 +101,7 @@ __global__ void get_rows_kernel(TensorArg dst, TensorArg table, const int32_t* i
       y[c] = load_elem<T>(src, c);
     } else {
       float v[32];
-      const uint8_t* blocks = src;
-      int64_t b = c;
-      alignas(4) uint8_t one[sizeof(block_q8_0)];  // a split row's block c put back together
-      if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
-        if (split_nb > 0) {  // file order: the fp16 scale, then the codes
-          reinterpret_cast<uint16_t*>(one)[0] = reinterpret_cast<const uint16_t*>(src + kSplitCodeBytes<T> * split_nb)[c];
-          for (int j = 0; j < kSplitCodeBytes<T>; ++j) one[2 + j] = src[kSplitCodeBytes<T> * c + j];
-          blocks = one, b = 0;
-        }
-      }
-      dequant_chunk<T>(blocks, b, v);
+      dequant_row_chunk<T>(src, c, split_nb, v);
       for (int j = 0; j < 32; ++j) y[32 * c + j] = v[j];
     }
   }

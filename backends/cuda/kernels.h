@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/cublas.h"
 
 namespace kestrel::cuda {
 
@@ -25,6 +26,14 @@ class Stream {
   const void* counters_data() const { return counters_; }
   bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
   bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
+  const CublasApi* cublas = nullptr;  // large F16/BF16 batches go to cuBLAS (cublas_api(), at executor creation)
+  bool cublas_dequant = false;        // and those of quantized weights, dequantized (cublas_dequant_requested())
+  // This stream's cuBLAS handle, with its workspace (kCublasWorkspaceBytes); made on first use,
+  // which cannot be while capturing (the first sight of a step graph's signature is not captured).
+  // If it cannot be made, cublas is cleared: the stream's products go to the tiles from then on.
+  Expected<cublas::Handle> cublas_handle();
+  int64_t cublas_gemms = 0;  // calls issued (ExecutorStats::library_gemms)
+  void drop_cublas();  // before the stream is destroyed (cuBLAS synchronizes the device there)
   ~Stream();
 
   // Which X the scratch holds quantized (quantize_x, gemv_q8.cu; or the fused norm or gate that
@@ -50,6 +59,8 @@ class Stream {
   size_t scratch_bytes_ = 0;
   void* counters_ = nullptr;
   size_t counters_bytes_ = 0;
+  cublas::Handle cublas_handle_ = nullptr;
+  void* cublas_workspace_ = nullptr;
 };
 
 Status run_get_rows(const Node& n, Stream& s);
@@ -119,6 +130,10 @@ bool fp8_mma_available();
 // batches; MATMUL_ID both ways (the tensor cores over pairs grouped by expert).
 bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
+// Their MATMUL of more than kDecodeBatchCols columns on cuBLAS where it loaded (gemm_cublas.cu),
+// and with Stream::cublas_dequant that of the quantized types too (before mmq.cu).
+bool cublas_gemm_applies(const Node& n, const Stream& s);
+Status run_cublas_gemm(const Node& n, Stream& s);
 // Hopper's warpgroup MMA for those tiles (wgmma.cuh): on an sm_90 device (the build has sm_90a
 // code for it) when KESTREL_CUDA_WGMMA=1, read when an executor is made (Stream::wgmma). Off by
 // default until a GPU has run its tests.

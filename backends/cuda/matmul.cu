@@ -5,7 +5,8 @@
 // for decode, 8 for batches, so a decoded chunk serves eight tokens). The reference path: the
 // integer-code types go to gemv_q8.cu (decode, and MATMUL_ID of few tokens) and mmq.cu (batches
 // and MoE prefill, tensor cores),
-// FP8 to matmul_fp8.cu, F16 and BF16 to matmul_f16.cu.
+// FP8 to matmul_fp8.cu, F16 and BF16 to matmul_f16.cu (batches to gemm_cublas.cu where cuBLAS
+// loaded).
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -169,6 +170,12 @@ namespace {
 
 Status run_matmul_kernels(const Node& n, Stream& s) {
   if (mmq_id_applies(n)) return run_mmq_id(n, s);
+  // cuBLAS where it applies and its handle can be had (else the kernels below, as without it).
+  const auto library = [&] { return cublas_gemm_applies(n, s) && s.cublas_handle().ok(); };
+  if (s.cublas_dequant && library()) {  // the opt-in baseline, before mmq
+    s.forget_x();
+    return run_cublas_gemm(n, s);
+  }
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
   s.forget_x();  // the paths below use the scratch for something else
@@ -176,6 +183,7 @@ Status run_matmul_kernels(const Node& n, Stream& s) {
     return Error(KESTREL_ERR_INTERNAL,
                  "cuda: " + std::string(n.src[0]->name) + " is in the split layout, which this kernel does not read");
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
+  if (library()) return run_cublas_gemm(n, s);
   if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];
   auto xr = round_x(w, x, s);

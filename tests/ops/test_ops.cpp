@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
 #include "backends/backend.h"
 #include "backends/cpu/repacked.h"
+#include "core/fp16.h"
 #include "op_case.h"
 #include "tensor/quants/quant_blocks.h"
 
@@ -257,6 +259,80 @@ TEST_CASE("MATMUL: F16 and BF16 on the GEMV and the tensor-core GEMM") {
         random_matmul(c, type, K, 70, M, rng);
         check_case(c, 1e-4, 1e-4);
       }
+    }
+  }
+}
+
+// F16/BF16 batches of more than 65 columns: on CUDA they go to cuBLAS where it loaded
+// (gemm_cublas.cu; the emulator has its own cublasGemmEx), otherwise to the tensor-core tiles.
+// Both ways against the reference, X dense and strided (a view with padded rows, starting one
+// value in), K with tails. On the emulated device each product must have been issued to the
+// library (ExecutorStats::library_gemms), and none with KESTREL_CUDA_CUBLAS=0.
+TEST_CASE("MATMUL: F16 and BF16 batches on cuBLAS and on the tensor-core tiles") {
+  struct Env {  // restored however the test case ends
+    ~Env() { unsetenv("KESTREL_CUDA_CUBLAS"); }
+  } env;
+  std::mt19937 rng(47);
+  for (const bool library : {true, false}) {
+    setenv("KESTREL_CUDA_CUBLAS", library ? "1" : "0", 1);
+    for (DType type : {DType::F16, DType::BF16}) {
+      for (int64_t K : {77, 1000}) {
+        for (int64_t M : {66, 100}) {
+          for (const bool strided : {false, true}) {
+            Case c;
+            c.name = std::string(library ? "cuBLAS " : "tiles ") + dtype_name(type) + " K=" + std::to_string(K) +
+                     " M=" + std::to_string(M) + (strided ? " strided" : "");
+            Tensor w = c.buf.tensor(type, K, 70);
+            fill_random_weights(w, rng);
+            Tensor* x = input(c, DType::F32, rng, strided ? K + 5 : K, M);
+            if (strided) x = c.g.view(x, K, M, 1, x->nb[1], x->nb[1] * M, sizeof(float));
+            c.g.add(Op::MATMUL, output(c, 70, M), c.g.external(w), x);
+            check_case(c, 1e-4, 1e-4);
+            auto cuda = try_backend("cuda");
+            if (!cuda || cuda->device->info().device.find("[emulated]") == std::string::npos) continue;
+            run_on_device(*cuda, c.g);
+            CHECK_MESSAGE(cuda->executor->stats().library_gemms == (library ? 1 : 0), c.name);
+          }
+        }
+      }
+    }
+  }
+  // KESTREL_CUDA_CUBLAS=dequant: quantized weights too, dequantized to F16 pieces of rows (16 KB
+  // under the emulator: several pieces and a short last one), X rounded to F16 instead of the
+  // type's Q8_0/Q8_K. That is not the reference's arithmetic, so the result is checked against
+  // its own: the type's dequantized values and X, each rounded to F16, dotted in double. Up to
+  // 65 columns the integer kernels stay (no library call).
+  setenv("KESTREL_CUDA_CUBLAS", "dequant", 1);
+  auto cuda = try_backend("cuda");
+  if (!cuda || cuda->device->info().device.find("[emulated]") == std::string::npos) return;
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4, DType::NVFP4, DType::Q4_K, DType::Q6_K,
+                     DType::FP8_E4M3}) {
+    for (int64_t M : {8, 70}) {
+      cuda = try_backend("cuda");  // fresh statistics
+      Case c;
+      const int64_t K = dtype_info(type).block_size == 256 ? 512 : 384, N = 75;
+      c.name = std::string("cuBLAS dequant ") + dtype_name(type) + " M=" + std::to_string(M);
+      CAPTURE(c.name);
+      Tensor w = c.buf.tensor(type, K, N);
+      fill_random_weights(w, rng);
+      Tensor* x = input(c, DType::F32, rng, K, M);
+      Tensor* y = output(c, N, M);
+      c.g.add(Op::MATMUL, y, c.g.external(w), x);
+      run_on_device(*cuda, c.g);
+      const int64_t piece_rows = 16384 / (2 * K);
+      CHECK(cuda->executor->stats().library_gemms == (M > 65 ? (N + piece_rows - 1) / piece_rows : 0));
+      if (M <= 65) continue;
+      std::vector<float> wf(static_cast<size_t>(K));
+      double worst = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        dtype_info(type).to_float(w.row(r), wf.data(), K);
+        for (int64_t m = 0; m < M; ++m) {
+          double want = 0;
+          for (int64_t k = 0; k < K; ++k) want += double(round_fp16(wf[k])) * round_fp16(x->f32()[m * K + k]);
+          worst = std::max(worst, std::abs(y->f32()[m * N + r] - want) / (1e-4 + 1e-4 * std::abs(want)));
+        }
+      }
+      CHECK(worst <= 1.0);
     }
   }
 }
@@ -533,8 +609,8 @@ TEST_CASE("ATTENTION: long paged caches, decode and prefill token counts, GQA gr
 // physical order, spare blocks of random data that no table lists, the last block partly empty.
 // With two sequences, the second shares the first's first block (a cached prefix) and its
 // tokens come first, so one 64-token tile of the batch holds both. Head sizes that fill the
-// 64/128/256 variants, pad them (16, 36, 40, 100), and differ between K and V; one prompt starts
-// at position 0 (no context before it).
+// 64/128/256 variants, pad them (16, 36, 40, 100), and differ between K and V, and MLA's wide
+// heads; one prompt starts at position 0 (no context before it).
 TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, windows, sinks, soft-cap") {
   struct Spec {
     int64_t t0, t1, nh, nkv, hd_k, hd_v;

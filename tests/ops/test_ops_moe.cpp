@@ -304,9 +304,9 @@ TEST_CASE("ATTENTION with V as a view of K equals attention over a separate copy
 // scale per chunk (on wgmma) and with two (Q6_K, NVFP4: mma.sync still), K of 9 chunks (a stage
 // tail). Elsewhere the setting changes nothing and the rows check the other kernels.
 TEST_CASE("MATMUL and MATMUL_ID: tensor-core tiles on wgmma (KESTREL_CUDA_WGMMA=1)") {
-  struct Opt {  // on for this test case only, however it ends
-    Opt() { setenv("KESTREL_CUDA_WGMMA", "1", 1); }
-    ~Opt() { unsetenv("KESTREL_CUDA_WGMMA"); }
+  struct Opt {  // on for this test case only, however it ends; cuBLAS off, or it takes the dense F16/BF16 batches
+    Opt() { setenv("KESTREL_CUDA_WGMMA", "1", 1), setenv("KESTREL_CUDA_CUBLAS", "0", 1); }
+    ~Opt() { unsetenv("KESTREL_CUDA_WGMMA"), unsetenv("KESTREL_CUDA_CUBLAS"); }
   } opt;
   std::mt19937 rng(44);
   for (DType type : {DType::F16, DType::BF16}) {

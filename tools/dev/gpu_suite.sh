@@ -286,21 +286,28 @@ do_bench() {
     # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
     bench_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
     bench_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
-    # Prefill again on Hopper's wgmma tiles (opt-in until measured): 16-bit and integer weights.
-    if [[ $t == *bf16* || $t == *q4_0* ]]; then bench_variant "$m" "$t-wgmma" KESTREL_CUDA_WGMMA=1 "-p $PP -n 0" || rc=1; fi
+    # Prefill other ways: on Hopper's wgmma tiles (opt-in until measured; cuBLAS off, or it
+    # takes the 16-bit batches), BF16 on Kestrel's mma.sync tiles instead of cuBLAS, and the
+    # integer types dequantized to F16 for cuBLAS (the baseline mmq.cu is measured against).
+    if [[ $t == *bf16* || $t == *q4_0* ]]; then
+      bench_variant "$m" "$t-wgmma" "KESTREL_CUDA_WGMMA=1 KESTREL_CUDA_CUBLAS=0" "-p $PP -n 0" || rc=1
+    fi
+    if [[ $t == *bf16* ]]; then bench_variant "$m" "$t-tiles" KESTREL_CUDA_CUBLAS=0 "-p $PP -n 0" || rc=1; fi
+    if [[ $t == *q4_0* || $t == *q4_K* ]]; then bench_variant "$m" "$t-cublas" KESTREL_CUDA_CUBLAS=dequant "-p $PP -n 0" || rc=1; fi
     if [[ $i -gt 0 && $KEEP_MODELS != 1 ]]; then run rm -f "$m"; fi
   done
   return "$rc"
 }
 
-# tg alone (or the tests $4, e.g. "-p 512 -n 0") on model $1 with the environment setting $3,
-# into $TMP/bench-$2.json.
+# tg alone (or the tests $4, e.g. "-p 512 -n 0") on model $1 with the environment settings $3
+# (space-separated), into $TMP/bench-$2.json.
 bench_variant() {
-  local tests
+  local tests vars
   read -r -a tests <<<"${4:--p 0 -n $TG}"
+  read -r -a vars <<<"$3"
   if [[ $DRY == 1 ]]; then
-    run env "$3" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json
-  elif env "$3" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json >"$TMP/bench-$2.json"; then
+    run env "${vars[@]}" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json
+  elif env "${vars[@]}" "$KESTREL" bench -d cuda -m "$1" "${tests[@]}" -r "$REPS" --json >"$TMP/bench-$2.json"; then
     cat "$TMP/bench-$2.json"
   else
     rm -f "$TMP/bench-$2.json"
@@ -403,11 +410,17 @@ summary() {
     echo
     cat "$TMP/ncu_table.md"
   fi
-  for f in "$TMP"/bench-*-wgmma.json; do
+  local how
+  for f in "$TMP"/bench-*-wgmma.json "$TMP"/bench-*-tiles.json "$TMP"/bench-*-cublas.json; do
     [[ -s $f ]] || continue
     IFS=$'\t' read -r _ pps _ _ <<<"$(bench_row "$f")"
+    case $f in
+      *-wgmma.json) how="on wgmma tiles (KESTREL_CUDA_WGMMA=1 KESTREL_CUDA_CUBLAS=0)" ;;
+      *-tiles.json) how="on the mma.sync tiles (KESTREL_CUDA_CUBLAS=0)" ;;
+      *) how="dequantized for cuBLAS (KESTREL_CUDA_CUBLAS=dequant)" ;;
+    esac
     echo
-    echo "$(basename "$f" -wgmma.json | sed 's/^bench-//'): pp$PP t/s with KESTREL_CUDA_WGMMA=1: $pps"
+    echo "$(basename "$f" .json | sed 's/^bench-//'): pp$PP t/s $how: $pps"
   done
 }
 
