@@ -18,18 +18,22 @@
 // token takes cells only in its own.
 //
 // F16 and FP8 caches (FP8 bytes widened to f16 as they are staged) with head sizes up to 256
-// (padded to 64, 128 or 256); batches of more than kDecodeBatchCols tokens (kernels.h: up to that
-// size, a token's attention is computed exactly as in decode). Everything else stays on
-// attention.cu's kernel.
+// (padded to 64, 128 or 256), and MLA's absorbed form (DeepSeek: K rows of 576 values, the latent
+// and the shared rope part; V the latent's 512): K heads up to kMaxHeadWide, any V head. Those
+// take a narrower variant: one warp (16 tokens) a block, Q's fragments in shared memory instead
+// of registers (36 k-steps would be 144 registers), and V's dimensions split over blocks, 128 a
+// block (blockIdx.z), each block recomputing the scores for its slice. Batches of more than
+// kDecodeBatchCols tokens (kernels.h: up to that size, a token's attention is computed exactly as
+// in decode). Everything else stays on attention.cu's kernel.
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ptx.cuh"
 
 namespace kestrel::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // tokens per block
-constexpr int kMaxHead = 256;
+constexpr int kMaxHead = 256;       // K and V heads of the 4-warp variants
+constexpr int kMaxHeadWide = 576;   // K heads of the wide variant (MLA: 512 latent + 64 rope)
+constexpr int kWideSlice = 128;     // V dimensions a block of the wide variant writes
 
 struct FlashArgs {
   int32_t n_tokens, group, hd_k, hd_v;
@@ -74,14 +78,18 @@ __device__ __forceinline__ void stage_row(uint32_t* dst, const uint8_t* src, int
   }
 }
 
-// D: the padded head size (a multiple of 16, at least hd_k and hd_v); BC: cells per tile.
-template <int D, int BC>
+// DK: the padded K head size, DV: the V dimensions a block writes (from v0 = blockIdx.z * DV;
+// multiples of 16, DK >= hd_k); BC: cells per tile; W: warps (16 tokens each); QS: Q's fragments
+// in shared memory rather than registers.
+template <int DK, int DV, int BC, int W, bool QS>
 __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg vc, const float* sinks,
                              const int32_t* packed, FlashArgs a) {
-  constexpr int KS = D / 2 + 4;  // words per staged K row: the pad puts a fragment's 8 rows on distinct banks
-  constexpr int VS = D + 8;      // halves per staged V row (16-byte rows for ldmatrix, same spread)
+  constexpr int kRows = 16 * W;   // tokens per block
+  constexpr int KS = DK / 2 + 4;  // words per staged K (and Q) row: the pad puts a fragment's 8 rows on distinct banks
+  constexpr int VS = DV + 8;      // halves per staged V row (16-byte rows for ldmatrix, same spread)
   alignas(16) __shared__ uint32_t sk[BC * KS];
   alignas(16) __shared__ uint16_t sv[BC * VS];
+  alignas(16) __shared__ uint32_t sq[QS ? kRows * KS : 1];
   __shared__ int32_t cell_of[BC], pos_of[BC], row_pos[kRows], row_seq[kRows];
   __shared__ int32_t any_visible;
 
@@ -89,7 +97,8 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int32_t t0 = static_cast<int32_t>(blockIdx.x) * kRows;
   const int64_t h = blockIdx.y, kvh = h / a.group;
-  const int kd = (a.hd_k + 15) / 16, vd = (a.hd_v + 15) / 16;  // 16-wide slices that hold data
+  const int v0 = static_cast<int>(blockIdx.z) * DV, hv = a.hd_v - v0 < DV ? a.hd_v - v0 : DV;  // this block's V dims
+  const int kd = (a.hd_k + 15) / 16, vd = (hv + 15) / 16;  // 16-wide slices that hold data
   if (tid < kRows) {
     const int32_t t = t0 + tid;
     row_seq[tid] = t < a.n_tokens ? b.token_seq[t] : INT32_MAX;
@@ -97,14 +106,21 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
   }
 
   // This lane's rows of the warp's 16: r0 = g and r1 = g + 8. Q's A fragments, rounded to f16 as
-  // the reference rounds Q for an F16 cache; zeros past hd_k and past the batch.
+  // the reference rounds Q for an F16 cache; zeros past hd_k and past the batch. In registers, or
+  // (QS) as f16 pairs in shared memory, KS words a row, read per k-step.
   const int r0 = warp * 16 + g, r1 = r0 + 8;
-  uint32_t qf[D / 16][4];
-  {
+  const auto at = [&](const float* row, int d) { return row && d < a.hd_k ? row[d] : 0.0f; };
+  uint32_t qf[QS ? 1 : DK / 16][4];
+  if constexpr (QS) {
+    for (int i = tid; i < kRows * (DK / 2); i += 32 * W) {
+      const int r = i / (DK / 2), w = i % (DK / 2);
+      const float* row = t0 + r < a.n_tokens ? reinterpret_cast<const float*>(q.row(h, t0 + r, 0)) : nullptr;
+      sq[r * KS + w] = ptx::pack_f16x2(at(row, 2 * w), at(row, 2 * w + 1));
+    }
+  } else {
     const float* q0 = t0 + r0 < a.n_tokens ? reinterpret_cast<const float*>(q.row(h, t0 + r0, 0)) : nullptr;
     const float* q1 = t0 + r1 < a.n_tokens ? reinterpret_cast<const float*>(q.row(h, t0 + r1, 0)) : nullptr;
-    const auto at = [&](const float* row, int d) { return row && d < a.hd_k ? row[d] : 0.0f; };
-    KS_UNROLL for (int kk = 0; kk < D / 16; ++kk) {
+    KS_UNROLL for (int kk = 0; kk < DK / 16; ++kk) {
       const int d = 16 * kk + 2 * t4;
       qf[kk][0] = ptx::pack_f16x2(at(q0, d), at(q0, d + 1));
       qf[kk][1] = ptx::pack_f16x2(at(q1, d), at(q1, d + 1));
@@ -112,8 +128,8 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
       qf[kk][3] = ptx::pack_f16x2(at(q1, d + 8), at(q1, d + 9));
     }
   }
-  float o[D / 8][4];
-  KS_UNROLL for (int j = 0; j < D / 8; ++j)
+  float o[DV / 8][4];
+  KS_UNROLL for (int j = 0; j < DV / 8; ++j)
     KS_UNROLL for (int e = 0; e < 4; ++e) o[j][e] = 0;
   __syncthreads();
 
@@ -158,18 +174,19 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
         if (!any_visible) continue;
         // Stage K (and V for the second phase): a quarter warp per cell row; empty cells as
         // zeros (their memory may hold anything, and a NaN times a zero p would be a NaN).
-        for (int r = tid / 8; r < BC; r += kWarps * 4) {
+        for (int r = tid / 8; r < BC; r += W * 4) {
           const int32_t c = cell_of[r];
           uint32_t* kd_row = sk + r * KS;
           uint32_t* vd_row = reinterpret_cast<uint32_t*>(sv + r * VS);
           if (c < 0) {
-            for (int w = tid % 8; w < D / 2; w += 8) kd_row[w] = 0, vd_row[w] = 0;
+            for (int w = tid % 8; w < DK / 2; w += 8) kd_row[w] = 0;
+            for (int w = tid % 8; w < DV / 2; w += 8) vd_row[w] = 0;
             continue;
           }
           const int elem = a.f8 ? 1 : 2;
-          stage_row(kd_row, kc.data + c * kc.nb[1] + kvh * a.hd_k * elem, a.hd_k, D / 2, tid % 8, 8, a);
+          stage_row(kd_row, kc.data + c * kc.nb[1] + kvh * a.hd_k * elem, a.hd_k, DK / 2, tid % 8, 8, a);
           if (phase == 1)
-            stage_row(vd_row, vc.data + c * vc.nb[1] + kvh * a.hd_v * elem, a.hd_v, D / 2, tid % 8, 8, a);
+            stage_row(vd_row, vc.data + c * vc.nb[1] + (kvh * a.hd_v + v0) * elem, hv, DV / 2, tid % 8, 8, a);
         }
         __syncthreads();
 
@@ -179,10 +196,17 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
         KS_UNROLL for (int j = 0; j < BC / 8; ++j) {
           KS_UNROLL for (int e = 0; e < 4; ++e) s[j][e] = 0;
           const uint32_t* krow = sk + (8 * j + g) * KS;
-          KS_UNROLL for (int kk = 0; kk < D / 16; ++kk) {
+          KS_UNROLL for (int kk = 0; kk < DK / 16; ++kk) {
             if (kk >= kd) break;
             const uint32_t bf[2] = {krow[8 * kk + t4], krow[8 * kk + 4 + t4]};
-            ptx::mma_m16n8k16_f16(s[j], qf[kk], bf, s[j]);
+            if constexpr (QS) {
+              const uint32_t* q0 = sq + r0 * KS + 8 * kk + t4;
+              const uint32_t* q1 = sq + r1 * KS + 8 * kk + t4;
+              const uint32_t af[4] = {q0[0], q1[0], q0[4], q1[4]};
+              ptx::mma_m16n8k16_f16(s[j], af, bf, s[j]);
+            } else {
+              ptx::mma_m16n8k16_f16(s[j], qf[kk], bf, s[j]);
+            }
           }
           KS_UNROLL for (int e = 0; e < 4; ++e) {
             const int32_t cp = pos_of[8 * j + 2 * t4 + e % 2], p = e < 2 ? p0 : p1;
@@ -227,7 +251,7 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
           const uint32_t af[4] = {pf[2 * kc2][0], pf[2 * kc2][1], pf[2 * kc2 + 1][0], pf[2 * kc2 + 1][1]};
           // ldmatrix.trans: matrix i = lane / 8 holds cells 16 kc2 + 8 (i % 2) .., dims + 8 (i / 2).
           const uint16_t* vrow = sv + (16 * kc2 + (lane % 8) + 8 * ((lane / 8) % 2)) * VS + 8 * (lane / 16);
-          KS_UNROLL for (int dn = 0; dn < D / 16; ++dn) {
+          KS_UNROLL for (int dn = 0; dn < DV / 16; ++dn) {
             if (dn >= vd) break;
             uint32_t bv[4];
             ptx::ldmatrix_x4_trans(bv, vrow + 16 * dn);
@@ -259,11 +283,11 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
     const int32_t t = t0 + (r == 0 ? r0 : r1);
     if (t < a.n_tokens) out[r] = reinterpret_cast<float*>(dst.row(h, t, 0));
   }
-  KS_UNROLL for (int j = 0; j < D / 8; ++j) {
+  KS_UNROLL for (int j = 0; j < DV / 8; ++j) {
     KS_UNROLL for (int e = 0; e < 4; ++e) {
       const int d = 8 * j + 2 * t4 + e % 2;
       float* row = out[e / 2];
-      if (row && d < a.hd_v) row[d] = o[j][e];
+      if (row && d < hv) row[v0 + d] = o[j][e];
     }
   }
 }
@@ -293,23 +317,25 @@ bool attention_flash_applies(const Node& n) {
   const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
   const bool f16 = kc->type == DType::F16 && vc->type == DType::F16;
   const bool f8 = kc->type == DType::F8_E4M3 && vc->type == DType::F8_E4M3;
-  return q->ne[2] > kDecodeBatchCols && (f16 || f8) &&
-         q->ne[0] <= kMaxHead && n.dst->ne[0] <= kMaxHead && q->ne[1] <= 65535;
+  return q->ne[2] > kDecodeBatchCols && (f16 || f8) && q->ne[1] <= 65535 &&
+         ((q->ne[0] <= kMaxHead && n.dst->ne[0] <= kMaxHead) || q->ne[0] <= kMaxHeadWide);
 }
 
 Status run_attention_flash(const Node& n, Stream& s) {
   const FlashArgs a = flash_args(n);
-  const dim3 grid(blocks_for(a.n_tokens, kRows), static_cast<unsigned>(n.src[0]->ne[1])), block(32 * kWarps);
+  const unsigned heads = static_cast<unsigned>(n.src[0]->ne[1]);
   const float* sinks = n.src[3] ? static_cast<const float*>(n.src[3]->data) : nullptr;
   const int32_t* packed = static_cast<const int32_t*>(n.src[4]->data);
   const int d = std::max(a.hd_k, a.hd_v);
-  const auto go = [&](auto kernel) {
-    return launch("flash_kernel", kernel, grid, block, 0, s.stream, arg(n.dst), arg(n.src[0]), arg(n.src[1]),
+  const auto go = [&](auto kernel, int warps, int v_slices) {
+    const dim3 grid(blocks_for(a.n_tokens, 16 * warps), heads, static_cast<unsigned>(v_slices));
+    return launch("flash_kernel", kernel, grid, dim3(32 * warps), 0, s.stream, arg(n.dst), arg(n.src[0]), arg(n.src[1]),
                   arg(n.src[2]), sinks, packed, a);
   };
-  if (d <= 64) return go(flash_kernel<64, 64>);
-  if (d <= 128) return go(flash_kernel<128, 64>);
-  return go(flash_kernel<256, 16>);
+  if (d <= 64) return go(flash_kernel<64, 64, 64, 4, false>, 4, 1);
+  if (d <= 128) return go(flash_kernel<128, 128, 64, 4, false>, 4, 1);
+  if (d <= kMaxHead) return go(flash_kernel<256, 256, 16, 4, false>, 4, 1);
+  return go(flash_kernel<kMaxHeadWide, kWideSlice, 16, 1, true>, 1, static_cast<int>(blocks_for(a.hd_v, kWideSlice)));
 }
 
 }  // namespace kestrel::cuda

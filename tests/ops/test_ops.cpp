@@ -627,6 +627,11 @@ TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, window
       {80, 0, 4, 2, 16, 16, 0, 0, false, 0.0f, DType::F16},
       // The FP8 cache: 8-byte loads (head size 64), and byte loads (36) with a window and soft-cap.
       {70, 30, 8, 2, 64, 64, 0, 230, true, 0.0f, DType::F8_E4M3}, {80, 0, 4, 2, 36, 36, 40, 230, false, 4.0f, DType::F8_E4M3},
+      // The wide variant: MLA's absorbed form (K 576 = latent 512 + rope 64, V the 512, one kv
+      // head for all), V split over blocks 128 at a time; a K head that pads (300), a V head of
+      // slices with a short last one (200) or with byte loads (196), FP8, a window and soft-cap.
+      {70, 20, 8, 1, 576, 512, 0, 120, true, 0.0f, DType::F16},   {75, 0, 4, 2, 300, 200, 30, 100, false, 3.0f, DType::F16},
+      {70, 0, 4, 1, 576, 196, 0, 60, false, 0.0f, DType::F16},     {66, 10, 4, 1, 576, 512, 0, 40, false, 0.0f, DType::F8_E4M3},
   };
   std::mt19937 rng(29);
   const int32_t bs = 16;
@@ -667,8 +672,9 @@ TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, window
     Tensor* q = input(c, DType::F32, rng, sp.hd_k, sp.nh, T);
     Tensor* sinks = sp.sinks ? input(c, DType::F32, rng, sp.nh) : nullptr;
     Tensor* dst = output(c, sp.hd_v, sp.nh, T);
+    // (Wide heads get a smaller scale, as 1/sqrt(head) would: the same spread of scores.)
     c.g.add(Op::ATTENTION, dst, q, c.g.external(kc), c.g.external(vc), sinks, batch).params =
-        AttentionParams{.scale = 0.3f, .softcap = sp.softcap, .window = sp.window};
+        AttentionParams{.scale = sp.hd_k > 256 ? 0.1f : 0.3f, .softcap = sp.softcap, .window = sp.window};
     // The kernel's sum of exp(s - max) is rescaled as the max grows, so it differs from the
     // reference's in the last bits, and now and then a p rounds to the next f16: an output moves
     // by that p's f16 step times a V value (about 1.5e-5 here; the CPU's float sums do the same).
