@@ -5,6 +5,7 @@
 #include "backends/cuda/backend_cuda.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -108,16 +109,18 @@ void Stream::forget_x_if_written(const Tensor* t) {
 
 Expected<cublas::Handle> Stream::cublas_handle() {
   if (cublas_handle_) return cublas_handle_;
-  if (!cublas) return Error(KESTREL_ERR_INTERNAL, "cuda: cuBLAS is not loaded");
+  if (!use_cublas) return Error(KESTREL_ERR_INTERNAL, "cuda: cuBLAS is not in use on this stream");
   if (capturing) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: the cuBLAS handle cannot be made while capturing");
-  // A library that loaded but cannot be set up here is dropped for this stream (the tiles take
-  // its products from then on), with one warning.
+  // A library that cannot be loaded or set up here is dropped for this stream (the tiles take its
+  // products from then on), with a warning.
   const auto give_up = [&](const std::string& why) -> Status {
-    KS_LOG_WARN("cuda: cuBLAS is not used: %s", why.c_str());
+    static std::atomic<bool> warned{false};  // once per process, not once per context
+    if (!warned.exchange(true)) KS_LOG_WARN("cuda: cuBLAS is not used, F16/BF16 batches stay on Kestrel's tiles: %s", why.c_str());
     drop_cublas();
-    cublas = nullptr, cublas_dequant = false;
+    use_cublas = false, cublas_dequant = false;
     return Error(KESTREL_ERR_UNSUPPORTED, "cuda: " + why);
   };
+  if (!cublas && !(cublas = cublas_api())) return give_up(cublas_missing_reason());
   bool allocated = false;
   {
     auto lock = device_work_lock();
@@ -157,8 +160,8 @@ class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(Device& d) : device_(d), graphs_(step_graphs_enabled_by_env()) {
     stream_.wgmma = wgmma_requested();
-    stream_.cublas = cublas_api();
-    stream_.cublas_dequant = cublas_dequant_requested();
+    stream_.use_cublas = cublas_wanted();
+    stream_.cublas_dequant = stream_.use_cublas && cublas_dequant_requested();
   }
   ~CudaExecutor() override {
     if (stream_.stream) {
@@ -425,10 +428,7 @@ Expected<std::unique_ptr<Device>> make_device() {
   KS_RETURN_IF_ERROR(check(cudaMemGetInfo(&free_b, &total_b), "reading device memory"));
   BackendInfo info;
   info.name = "cuda";
-  // On a GPU, whether the prefill GEMMs have cuBLAS (gemm_cublas.cu) and, if not, why.
-  const std::string library = cublas_api() ? "; cuBLAS" : std::string("; no cuBLAS: ") + cublas_missing_reason();
-  info.device = std::string(prop.name) +
-                (emulated() ? " [emulated]" : " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + library + ")");
+  info.device = std::string(prop.name) + (emulated() ? " [emulated]" : " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")");
   info.host_memory = false;
   info.memory_total = total_b;
   info.memory_free = free_b;

@@ -70,26 +70,26 @@ const CublasApi* load() {
 #endif
 }
 
-bool switched_off() {
-  const char* v = std::getenv("KESTREL_CUDA_CUBLAS");
-  return (v && std::strcmp(v, "0") == 0) || reference_kernels_only();
-}
-
 }  // namespace
 
+bool cublas_wanted() {
+  const char* v = std::getenv("KESTREL_CUDA_CUBLAS");
+  return !(v && std::strcmp(v, "0") == 0) && !reference_kernels_only();
+}
+
 const CublasApi* cublas_api() {
-  if (switched_off()) return nullptr;
+  if (!cublas_wanted()) return nullptr;
   static const CublasApi* api = load();  // once per process
   return api;
 }
 
 bool cublas_dequant_requested() {
   const char* v = std::getenv("KESTREL_CUDA_CUBLAS");
-  return v && std::strcmp(v, "dequant") == 0 && cublas_api();
+  return v && std::strcmp(v, "dequant") == 0 && cublas_wanted();
 }
 
 const char* cublas_missing_reason() {
-  if (switched_off()) return "switched off (KESTREL_CUDA_CUBLAS=0 or KESTREL_CUDA_KERNELS=reference)";
+  if (!cublas_wanted()) return "switched off (KESTREL_CUDA_CUBLAS=0 or KESTREL_CUDA_KERNELS=reference)";
   return missing().c_str();
 }
 

@@ -1,4 +1,4 @@
-// cuBLAS, loaded when first wanted (dlopen of libcublas.so.13), for the F16/BF16 GEMMs of batches
+// cuBLAS, loaded when first needed (dlopen of libcublas.so.13), for the F16/BF16 GEMMs of batches
 // larger than the decode kernels take. Loaded, not linked: libcublas and the libcublasLt it pulls
 // in are about 600 MB, which a program that links libkestrel should not need in order to start,
 // or at all on a CPU. Where it is missing (or KESTREL_CUDA_CUBLAS=0) the batches stay on
@@ -38,8 +38,11 @@ struct CublasApi {
   const char* (*status_string)(cublas::StatusT);
 };
 
-// The loaded library, or nullptr (not found, or KESTREL_CUDA_CUBLAS=0, or reference kernels only);
-// loaded once per process. Why it is not there, for `kestrel bench`/logs: cublas_missing_reason().
+// Whether cuBLAS may be used: not with KESTREL_CUDA_CUBLAS=0 or KESTREL_CUDA_KERNELS=reference.
+bool cublas_wanted();
+// The loaded library, or nullptr (not found, or not wanted); loaded on the first call, once per
+// process, so that a program that never runs a large batch never maps it. Why it is missing:
+// cublas_missing_reason().
 const CublasApi* cublas_api();
 const char* cublas_missing_reason();
 // KESTREL_CUDA_CUBLAS=dequant: batches of quantized weights go to cuBLAS too, dequantized to F16

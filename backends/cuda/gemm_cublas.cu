@@ -79,7 +79,7 @@ Status gemm(Stream& s, cublas::Handle h, int type, int64_t m, int64_t n, int64_t
 }  // namespace
 
 bool cublas_gemm_applies(const Node& n, const Stream& s) {
-  if (!s.cublas || n.op != Op::MATMUL) return false;
+  if (!s.use_cublas || n.op != Op::MATMUL) return false;
   const Tensor *w = n.src[0], *x = n.src[1], *d = n.dst;
   const bool b16 = w->type == DType::F16 || w->type == DType::BF16;
   if (!b16 && !(s.cublas_dequant && quantized(w->type) && w->ne[0] % 32 == 0)) return false;

@@ -26,11 +26,13 @@ class Stream {
   const void* counters_data() const { return counters_; }
   bool capturing = false;  // launches are being captured into a step graph (step_graphs.h)
   bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
-  const CublasApi* cublas = nullptr;  // large F16/BF16 batches go to cuBLAS (cublas_api(), at executor creation)
-  bool cublas_dequant = false;        // and those of quantized weights, dequantized (cublas_dequant_requested())
-  // This stream's cuBLAS handle, with its workspace (kCublasWorkspaceBytes); made on first use,
-  // which cannot be while capturing (the first sight of a step graph's signature is not captured).
-  // If it cannot be made, cublas is cleared: the stream's products go to the tiles from then on.
+  bool use_cublas = false;      // large F16/BF16 batches go to cuBLAS (cublas_wanted(), at executor creation)
+  bool cublas_dequant = false;  // and those of quantized weights, dequantized (cublas_dequant_requested())
+  const CublasApi* cublas = nullptr;  // the library, once cublas_handle() has loaded it
+  // This stream's cuBLAS handle, with its workspace (kCublasWorkspaceBytes); the library is loaded
+  // and the handle made on first use (the first large batch), which cannot be while capturing
+  // (the first sight of a step graph's signature is not captured). If either fails, use_cublas is
+  // cleared: the stream's products go to the tiles from then on.
   Expected<cublas::Handle> cublas_handle();
   int64_t cublas_gemms = 0;  // calls issued (ExecutorStats::library_gemms)
   void drop_cublas();  // before the stream is destroyed (cuBLAS synchronizes the device there)
@@ -132,7 +134,7 @@ bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
 // Their MATMUL of more than kDecodeBatchCols columns on cuBLAS where it loaded (gemm_cublas.cu),
 // and with Stream::cublas_dequant that of the quantized types too (before mmq.cu).
-bool cublas_gemm_applies(const Node& n, const Stream& s);
+bool cublas_gemm_applies(const Node& n, const Stream& s);  // the shapes, given s.use_cublas
 Status run_cublas_gemm(const Node& n, Stream& s);
 // Hopper's warpgroup MMA for those tiles (wgmma.cuh): on an sm_90 device (the build has sm_90a
 // code for it) when KESTREL_CUDA_WGMMA=1, read when an executor is made (Stream::wgmma). Off by
