@@ -20,9 +20,11 @@
 // F16 and FP8 caches (FP8 bytes widened to f16 as they are staged) with head sizes up to 256
 // (padded to 64, 128 or 256), and MLA's absorbed form (DeepSeek: K rows of 576 values, the latent
 // and the shared rope part; V the latent's 512): K heads up to kMaxHeadWide, any V head. Those
-// take a narrower variant: one warp (16 tokens) a block, Q's fragments in shared memory instead
-// of registers (36 k-steps would be 144 registers), and V's dimensions split over blocks, 128 a
-// block (blockIdx.z), each block recomputing the scores for its slice. Batches of more than
+// take the wide variant: its four warps share one block's 16 tokens. Q's fragments sit in shared
+// memory (36 k-steps would be 144 registers); each warp forms the scores over a quarter of the
+// k-steps, the four partial tiles are summed in shared memory (in warp order, so every warp
+// holds the same S), and each warp adds P·V for its own 128 of the V dimensions (512 a block,
+// more over blockIdx.z). K and then V are staged in the same shared memory. Batches of more than
 // kDecodeBatchCols tokens (kernels.h: up to that size, a token's attention is computed exactly as
 // in decode). Everything else stays on attention.cu's kernel.
 #include "backends/cuda/kernels.h"
@@ -33,7 +35,7 @@ namespace {
 
 constexpr int kMaxHead = 256;       // K and V heads of the 4-warp variants
 constexpr int kMaxHeadWide = 576;   // K heads of the wide variant (MLA: 512 latent + 64 rope)
-constexpr int kWideSlice = 128;     // V dimensions a block of the wide variant writes
+constexpr int kWideSlice = 128;     // V dimensions a warp of the wide variant writes (a block: 4 of them)
 
 struct FlashArgs {
   int32_t n_tokens, group, hd_k, hd_v;
@@ -78,27 +80,40 @@ __device__ __forceinline__ void stage_row(uint32_t* dst, const uint8_t* src, int
   }
 }
 
-// DK: the padded K head size, DV: the V dimensions a block writes (from v0 = blockIdx.z * DV;
-// multiples of 16, DK >= hd_k); BC: cells per tile; W: warps (16 tokens each); QS: Q's fragments
-// in shared memory rather than registers.
-template <int DK, int DV, int BC, int W, bool QS>
+// DK: the padded K head size (a multiple of 16, at least hd_k); DV: the V dimensions a warp
+// writes; BC: cells per tile; W: warps. SH (the wide variant): the W warps share 16 tokens, Q's
+// fragments in shared memory, the scores' k-steps split between the warps, each warp a DV-slice
+// of V (the block's W * DV from blockIdx.z * W * DV). Otherwise each warp has 16 tokens of its
+// own, Q in registers, all of V (DV >= hd_v).
+template <int DK, int DV, int BC, int W, bool SH>
 __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg vc, const float* sinks,
                              const int32_t* packed, FlashArgs a) {
-  constexpr int kRows = 16 * W;   // tokens per block
+  constexpr int kRows = SH ? 16 : 16 * W;  // tokens per block
   constexpr int KS = DK / 2 + 4;  // words per staged K (and Q) row: the pad puts a fragment's 8 rows on distinct banks
-  constexpr int VS = DV + 8;      // halves per staged V row (16-byte rows for ldmatrix, same spread)
-  alignas(16) __shared__ uint32_t sk[BC * KS];
-  alignas(16) __shared__ uint16_t sv[BC * VS];
-  alignas(16) __shared__ uint32_t sq[QS ? kRows * KS : 1];
+  constexpr int VB = SH ? W * DV : DV;  // V dimensions a block stages
+  constexpr int VS = VB + 8;      // halves per staged V row (16-byte rows for ldmatrix, same spread)
+  // K's and V's tiles: apart, or (SH) V where K was, staged after the scores are formed.
+  constexpr int kStageWords = SH ? (BC * KS > BC * VS / 2 ? BC * KS : BC * VS / 2) : BC * KS + BC * VS / 2;
+  alignas(16) __shared__ uint32_t stage[kStageWords];
+  alignas(16) __shared__ uint32_t sq[SH ? kRows * KS : 1];
+  __shared__ float partial[SH ? W * (BC / 8) * 4 * 32 : 1];  // each warp's share of S
   __shared__ int32_t cell_of[BC], pos_of[BC], row_pos[kRows], row_seq[kRows];
   __shared__ int32_t any_visible;
+  uint32_t* const sk = stage;
+  uint16_t* const sv = reinterpret_cast<uint16_t*>(SH ? stage : stage + BC * KS);
 
   const AttentionBatch b = AttentionBatch::view(packed);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int32_t t0 = static_cast<int32_t>(blockIdx.x) * kRows;
   const int64_t h = blockIdx.y, kvh = h / a.group;
-  const int v0 = static_cast<int>(blockIdx.z) * DV, hv = a.hd_v - v0 < DV ? a.hd_v - v0 : DV;  // this block's V dims
+  const int vb0 = static_cast<int>(blockIdx.z) * VB;  // the block's first V dimension
+  const int hb = a.hd_v - vb0 < VB ? a.hd_v - vb0 : VB;  // V dimensions it stages
+  const int v0 = SH ? warp * DV : 0;                      // the warp's first, within the block's
+  const int hv = hb - v0 < 0 ? 0 : (hb - v0 < DV ? hb - v0 : DV);  // V dimensions it writes
   const int kd = (a.hd_k + 15) / 16, vd = (hv + 15) / 16;  // 16-wide slices that hold data
+  // The k-steps this warp adds to S: all, or (SH) its quarter.
+  constexpr int kSteps = DK / 16, kMine = SH ? (kSteps + W - 1) / W : kSteps;
+  const int kk0 = SH ? warp * kMine : 0;
   if (tid < kRows) {
     const int32_t t = t0 + tid;
     row_seq[tid] = t < a.n_tokens ? b.token_seq[t] : INT32_MAX;
@@ -107,11 +122,11 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
 
   // This lane's rows of the warp's 16: r0 = g and r1 = g + 8. Q's A fragments, rounded to f16 as
   // the reference rounds Q for an F16 cache; zeros past hd_k and past the batch. In registers, or
-  // (QS) as f16 pairs in shared memory, KS words a row, read per k-step.
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  // (SH) as f16 pairs in shared memory, KS words a row, read per k-step.
+  const int r0 = (SH ? 0 : warp * 16) + g, r1 = r0 + 8;
   const auto at = [&](const float* row, int d) { return row && d < a.hd_k ? row[d] : 0.0f; };
-  uint32_t qf[QS ? 1 : DK / 16][4];
-  if constexpr (QS) {
+  uint32_t qf[SH ? 1 : DK / 16][4];
+  if constexpr (SH) {
     for (int i = tid; i < kRows * (DK / 2); i += 32 * W) {
       const int r = i / (DK / 2), w = i % (DK / 2);
       const float* row = t0 + r < a.n_tokens ? reinterpret_cast<const float*>(q.row(h, t0 + r, 0)) : nullptr;
@@ -172,34 +187,43 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
         }
         __syncthreads();
         if (!any_visible) continue;
-        // Stage K (and V for the second phase): a quarter warp per cell row; empty cells as
-        // zeros (their memory may hold anything, and a NaN times a zero p would be a NaN).
+        // Stage K (and V for the second phase, unless SH): a quarter warp per cell row; empty
+        // cells as zeros (their memory may hold anything, and a NaN times a zero p would be a NaN).
+        const int elem = a.f8 ? 1 : 2;
+        const auto stage_v = [&] {
+          for (int r = tid / 8; r < BC; r += W * 4) {
+            const int32_t c = cell_of[r];
+            uint32_t* vd_row = reinterpret_cast<uint32_t*>(sv + r * VS);
+            if (c < 0) {
+              for (int w = tid % 8; w < VB / 2; w += 8) vd_row[w] = 0;
+              continue;
+            }
+            stage_row(vd_row, vc.data + c * vc.nb[1] + (kvh * a.hd_v + vb0) * elem, hb, VB / 2, tid % 8, 8, a);
+          }
+        };
         for (int r = tid / 8; r < BC; r += W * 4) {
           const int32_t c = cell_of[r];
           uint32_t* kd_row = sk + r * KS;
-          uint32_t* vd_row = reinterpret_cast<uint32_t*>(sv + r * VS);
           if (c < 0) {
             for (int w = tid % 8; w < DK / 2; w += 8) kd_row[w] = 0;
-            for (int w = tid % 8; w < DV / 2; w += 8) vd_row[w] = 0;
             continue;
           }
-          const int elem = a.f8 ? 1 : 2;
           stage_row(kd_row, kc.data + c * kc.nb[1] + kvh * a.hd_k * elem, a.hd_k, DK / 2, tid % 8, 8, a);
-          if (phase == 1)
-            stage_row(vd_row, vc.data + c * vc.nb[1] + (kvh * a.hd_v + v0) * elem, hv, DV / 2, tid % 8, 8, a);
         }
+        if (!SH && phase == 1) stage_v();
         __syncthreads();
 
-        // S = Q·Kᵀ for the warp's 16 rows and the tile's BC cells; scaled, soft-capped and
-        // masked as the reference does it.
+        // S = Q·Kᵀ for the warp's 16 rows and the tile's BC cells (SH: the four warps' shares
+        // of the k-steps, summed); scaled, soft-capped and masked as the reference does it.
         float s[BC / 8][4];
         KS_UNROLL for (int j = 0; j < BC / 8; ++j) {
           KS_UNROLL for (int e = 0; e < 4; ++e) s[j][e] = 0;
           const uint32_t* krow = sk + (8 * j + g) * KS;
-          KS_UNROLL for (int kk = 0; kk < DK / 16; ++kk) {
+          KS_UNROLL for (int k = 0; k < kMine; ++k) {
+            const int kk = kk0 + k;
             if (kk >= kd) break;
             const uint32_t bf[2] = {krow[8 * kk + t4], krow[8 * kk + 4 + t4]};
-            if constexpr (QS) {
+            if constexpr (SH) {
               const uint32_t* q0 = sq + r0 * KS + 8 * kk + t4;
               const uint32_t* q1 = sq + r1 * KS + 8 * kk + t4;
               const uint32_t af[4] = {q0[0], q1[0], q0[4], q1[4]};
@@ -208,6 +232,23 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
               ptx::mma_m16n8k16_f16(s[j], qf[kk], bf, s[j]);
             }
           }
+        }
+        if constexpr (SH) {
+          KS_UNROLL for (int j = 0; j < BC / 8; ++j)
+            KS_UNROLL for (int e = 0; e < 4; ++e) partial[((warp * (BC / 8) + j) * 4 + e) * 32 + lane] = s[j][e];
+          __syncthreads();  // every share written, and K read: V may take its place
+          KS_UNROLL for (int j = 0; j < BC / 8; ++j)
+            KS_UNROLL for (int e = 0; e < 4; ++e) {
+              float sum = 0;
+              KS_UNROLL for (int w = 0; w < W; ++w) sum += partial[((w * (BC / 8) + j) * 4 + e) * 32 + lane];
+              s[j][e] = sum;
+            }
+          if (phase == 1) {
+            stage_v();
+            __syncthreads();
+          }
+        }
+        KS_UNROLL for (int j = 0; j < BC / 8; ++j) {
           KS_UNROLL for (int e = 0; e < 4; ++e) {
             const int32_t cp = pos_of[8 * j + 2 * t4 + e % 2], p = e < 2 ? p0 : p1;
             const bool vis = cp >= 0 && cp <= p && (a.window <= 0 || p - cp < a.window);
@@ -250,7 +291,7 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
         KS_UNROLL for (int kc2 = 0; kc2 < BC / 16; ++kc2) {
           const uint32_t af[4] = {pf[2 * kc2][0], pf[2 * kc2][1], pf[2 * kc2 + 1][0], pf[2 * kc2 + 1][1]};
           // ldmatrix.trans: matrix i = lane / 8 holds cells 16 kc2 + 8 (i % 2) .., dims + 8 (i / 2).
-          const uint16_t* vrow = sv + (16 * kc2 + (lane % 8) + 8 * ((lane / 8) % 2)) * VS + 8 * (lane / 16);
+          const uint16_t* vrow = sv + (16 * kc2 + (lane % 8) + 8 * ((lane / 8) % 2)) * VS + v0 + 8 * (lane / 16);
           KS_UNROLL for (int dn = 0; dn < DV / 16; ++dn) {
             if (dn >= vd) break;
             uint32_t bv[4];
@@ -287,7 +328,7 @@ __global__ void flash_kernel(TensorArg dst, TensorArg q, TensorArg kc, TensorArg
     KS_UNROLL for (int e = 0; e < 4; ++e) {
       const int d = 8 * j + 2 * t4 + e % 2;
       float* row = out[e / 2];
-      if (row && d < hv) row[v0 + d] = o[j][e];
+      if (row && d < hv) row[vb0 + v0 + d] = o[j][e];
     }
   }
 }
@@ -327,15 +368,16 @@ Status run_attention_flash(const Node& n, Stream& s) {
   const float* sinks = n.src[3] ? static_cast<const float*>(n.src[3]->data) : nullptr;
   const int32_t* packed = static_cast<const int32_t*>(n.src[4]->data);
   const int d = std::max(a.hd_k, a.hd_v);
-  const auto go = [&](auto kernel, int warps, int v_slices) {
-    const dim3 grid(blocks_for(a.n_tokens, 16 * warps), heads, static_cast<unsigned>(v_slices));
-    return launch("flash_kernel", kernel, grid, dim3(32 * warps), 0, s.stream, arg(n.dst), arg(n.src[0]), arg(n.src[1]),
+  // 4 warps a block: 64 tokens, or (the wide variant) 16 tokens and 4 * kWideSlice V dimensions.
+  const auto go = [&](auto kernel, int tokens, int v_slices) {
+    const dim3 grid(blocks_for(a.n_tokens, static_cast<unsigned>(tokens)), heads, static_cast<unsigned>(v_slices));
+    return launch("flash_kernel", kernel, grid, dim3(128), 0, s.stream, arg(n.dst), arg(n.src[0]), arg(n.src[1]),
                   arg(n.src[2]), sinks, packed, a);
   };
-  if (d <= 64) return go(flash_kernel<64, 64, 64, 4, false>, 4, 1);
-  if (d <= 128) return go(flash_kernel<128, 128, 64, 4, false>, 4, 1);
-  if (d <= kMaxHead) return go(flash_kernel<256, 256, 16, 4, false>, 4, 1);
-  return go(flash_kernel<kMaxHeadWide, kWideSlice, 16, 1, true>, 1, static_cast<int>(blocks_for(a.hd_v, kWideSlice)));
+  if (d <= 64) return go(flash_kernel<64, 64, 64, 4, false>, 64, 1);
+  if (d <= 128) return go(flash_kernel<128, 128, 64, 4, false>, 64, 1);
+  if (d <= kMaxHead) return go(flash_kernel<256, 256, 16, 4, false>, 64, 1);
+  return go(flash_kernel<kMaxHeadWide, kWideSlice, 16, 4, true>, 16, static_cast<int>(blocks_for(a.hd_v, 4 * kWideSlice)));
 }
 
 }  // namespace kestrel::cuda

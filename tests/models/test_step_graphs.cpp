@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -80,4 +81,55 @@ TEST_CASE("CUDA step graphs: replayed steps give the launched steps' bits") {
     CHECK(std::memcmp(graphed.logits.data(), launched.logits.data(), launched.logits.size() * sizeof(float)) == 0);
   }
   MESSAGE("steps replayed from graphs: " << replays);
+}
+
+// Four 70-token prompts of an F16 model, each in the cells the one before left: their matmuls go
+// to cuBLAS where it loads (gemm_cublas.cu; the emulator's own cublasGemmEx here). The first step
+// makes the stream's handle and scratch, the second signs with them, the third is captured with
+// its library calls and the fourth replays them: the bits of four launched steps, with a quarter
+// fewer calls issued.
+TEST_CASE("CUDA step graphs: large F16 steps replay their cuBLAS calls") {
+  auto dev = create_device("cuda");
+  if (!dev.ok()) {
+    MESSAGE("no CUDA device (real or emulated) here");
+    return;
+  }
+  const ArchDef* arch = find_arch("llama");
+  REQUIRE(arch);
+  SynthOptions so;
+  so.weight_type = DType::F16;
+  so.seed = 8;
+  auto w = synth_model(*arch, arch->tiny.front(), so);
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  const std::vector<uint8_t> bytes = w.value().to_bytes();
+  GraphRun runs[2];
+  for (const bool graphs : {false, true}) {
+    if (graphs)
+      unsetenv("KESTREL_CUDA_GRAPHS");
+    else
+      setenv("KESTREL_CUDA_GRAPHS", "0", 1);
+    ContextOptions co;
+    co.n_ctx = 256;
+    test::CpuModel m = test::load_model_on("cuda", gguf::File::from_bytes(bytes, "<synth>").value(), co);
+    unsetenv("KESTREL_CUDA_GRAPHS");
+    GraphRun& r = runs[graphs];
+    for (int s = 0; s < 4; ++s) {
+      std::vector<int32_t> tokens;
+      for (int i = 0; i < 70; ++i) tokens.push_back((s * 70 + i * 13 + 1) % 61);
+      const Status st = m.ctx->decode({.tokens = tokens});
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      auto l = m.ctx->logits(-1);
+      REQUIRE(l.ok());
+      r.logits.insert(r.logits.end(), l->begin(), l->end());
+      REQUIRE(m.ctx->kv().seq_remove(0, 0, 70).ok());  // the next prompt takes the same cells
+    }
+    r.stats = m.ctx->executor().stats();
+  }
+  CHECK(runs[1].stats.graph_captures >= 1);
+  CHECK(runs[1].stats.graph_capture_failures == 0);
+  CHECK(runs[1].stats.graph_replays >= 1);
+  CHECK(runs[1].stats.library_gemms * 4 == runs[0].stats.library_gemms * 3);
+  if (dev.value()->info().device.find("[emulated]") != std::string::npos) CHECK(runs[0].stats.library_gemms > 0);
+  REQUIRE(runs[1].logits.size() == runs[0].logits.size());
+  CHECK(std::memcmp(runs[1].logits.data(), runs[0].logits.data(), runs[0].logits.size() * sizeof(float)) == 0);
 }

@@ -628,10 +628,12 @@ TEST_CASE("ATTENTION: prefill batches on tensor cores, several sequences, window
       // The FP8 cache: 8-byte loads (head size 64), and byte loads (36) with a window and soft-cap.
       {70, 30, 8, 2, 64, 64, 0, 230, true, 0.0f, DType::F8_E4M3}, {80, 0, 4, 2, 36, 36, 40, 230, false, 4.0f, DType::F8_E4M3},
       // The wide variant: MLA's absorbed form (K 576 = latent 512 + rope 64, V the 512, one kv
-      // head for all), V split over blocks 128 at a time; a K head that pads (300), a V head of
-      // slices with a short last one (200) or with byte loads (196), FP8, a window and soft-cap.
+      // head for all), 128 V dimensions a warp; a K head that pads (300, its last warps' share of
+      // the k-steps empty), V heads with warps left idle (200) or without 16-byte loads (196), one
+      // over two blocks (600), FP8, a window and soft-cap.
       {70, 20, 8, 1, 576, 512, 0, 120, true, 0.0f, DType::F16},   {75, 0, 4, 2, 300, 200, 30, 100, false, 3.0f, DType::F16},
       {70, 0, 4, 1, 576, 196, 0, 60, false, 0.0f, DType::F16},     {66, 10, 4, 1, 576, 512, 0, 40, false, 0.0f, DType::F8_E4M3},
+      {70, 0, 2, 1, 128, 600, 0, 50, true, 0.0f, DType::F16},
   };
   std::mt19937 rng(29);
   const int32_t bs = 16;
