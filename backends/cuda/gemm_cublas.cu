@@ -25,17 +25,6 @@
 namespace kestrel::cuda {
 namespace {
 
-// out[col * K + k] = x[k, col] rounded to T's 16 bits, one thread per value.
-template <DType T>
-__global__ void x_to_b16_kernel(TensorArg x, uint16_t* out) {
-  const int64_t K = x.ne[0], n = K * x.rows();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x.f32(i / K)[i % K];
-    out[i] = T == DType::F16 ? float_to_half(v) : float_to_bf16(v);
-  }
-}
-
 // Rows [row0, row0 + rows) of W decoded to F16 into out (rows x K), one thread per 32-value chunk.
 template <DType T>
 __global__ void w_to_f16_kernel(TensorArg w, int64_t row0, int64_t rows, int64_t split_nb, uint16_t* out) {
@@ -97,20 +86,17 @@ Status run_cublas_gemm(const Node& n, Stream& s) {
   const bool b16 = w->type == DType::F16 || w->type == DType::BF16;
   auto h = s.cublas_handle();
   KS_RETURN_IF_ERROR(h.status());
-  const size_t x_bytes = (static_cast<size_t>(K * M) * 2 + 255) / 256 * 256;
   const int64_t piece = b16 ? N : std::clamp<int64_t>(static_cast<int64_t>(kPieceBytes / (2 * static_cast<size_t>(K))), 1, N);
-  auto mem = s.scratch(x_bytes + (b16 ? 0 : static_cast<size_t>(piece * K) * 2));
-  KS_RETURN_IF_ERROR(mem.status());
-  auto* xb = static_cast<uint16_t*>(mem.value());
-  const unsigned grid = grid_stride_blocks(K * M, 256);
   const bool bf16 = w->type == DType::BF16;
-  KS_RETURN_IF_ERROR(bf16 ? KS_LAUNCH(x_to_b16_kernel<DType::BF16>, dim3(grid), dim3(256), 0, s.stream, arg(x), xb)
-                          : KS_LAUNCH(x_to_b16_kernel<DType::F16>, dim3(grid), dim3(256), 0, s.stream, arg(x), xb));
+  void* pieces = nullptr;
+  auto xbm = x_to_b16(x, bf16 ? DType::BF16 : DType::F16, s, b16 ? 0 : static_cast<size_t>(piece * K) * 2, &pieces);
+  KS_RETURN_IF_ERROR(xbm.status());
+  const uint16_t* xb = xbm.value();
   float* dst = n.dst->f32();
   if (b16)
     return gemm(s, h.value(), bf16 ? cublas::kR16BF : cublas::kR16F, N, M, K, w->data, static_cast<int64_t>(w->nb[1] / 2), xb,
                 dst, ldc);
-  auto* wf = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(mem.value()) + x_bytes);
+  auto* wf = static_cast<uint16_t*>(pieces);
   const int64_t split_nb = row_layout(w).split_nb;
   for (int64_t row0 = 0; row0 < N; row0 += piece) {
     const int64_t rows = std::min(piece, N - row0);

@@ -132,6 +132,10 @@ bool fp8_mma_available();
 // batches; MATMUL_ID both ways (the tensor cores over pairs grouped by expert).
 bool f16_matmul_applies(const Node& n);
 Status run_f16_matmul(const Node& n, Stream& s);
+// Their MATMUL of more than kDecodeBatchCols columns fed by TMA to wgmma (matmul_f16_tma.cu;
+// Stream::wgmma, KESTREL_CUDA_WGMMA=1 on sm_90), before cuBLAS.
+bool f16_tma_applies(const Node& n, const Stream& s);
+Status run_f16_tma(const Node& n, Stream& s);
 // Their MATMUL of more than kDecodeBatchCols columns on cuBLAS where it loaded (gemm_cublas.cu),
 // and with Stream::cublas_dequant that of the quantized types too (before mmq.cu).
 bool cublas_gemm_applies(const Node& n, const Stream& s);  // the shapes, given s.use_cublas
@@ -147,6 +151,9 @@ bool reference_kernels_only();
 // X (rows = columns of the product) rounded as w's vec_dot type rounds it, as floats in the
 // stream's scratch (matmul.cu); with extra_bytes, *extra points past them to that much more.
 Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
+// X rounded to t's 16 bits (F16 or BF16), column after column (K values apart), in the scratch
+// (matmul.cu): the operand of cuBLAS and of the TMA-fed tiles.
+Expected<uint16_t*> x_to_b16(const Tensor* x, DType t, Stream& s, size_t extra_bytes = 0, void** extra = nullptr);
 
 // The bytes from t's first element to one past its last, a bound for strided views
 // (backend_cuda.cu).

@@ -131,7 +131,31 @@ __global__ void matmul_id_kernel(TensorArg dst, TensorArg w, const float* xr, in
   });
 }
 
+// out[col * K + k] = x[k, col] rounded to T's 16 bits, one thread per value.
+template <DType T>
+__global__ void x_to_b16_kernel(TensorArg x, uint16_t* out) {
+  const int64_t K = x.ne[0], n = K * x.rows();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x.f32(i / K)[i % K];
+    out[i] = T == DType::F16 ? float_to_half(v) : float_to_bf16(v);
+  }
+}
+
 }  // namespace
+
+Expected<uint16_t*> x_to_b16(const Tensor* x, DType t, Stream& s, size_t extra_bytes, void** extra) {
+  const int64_t K = x->ne[0], cols = x->n_rows();
+  const size_t x_bytes = (static_cast<size_t>(K * cols) * 2 + 255) / 256 * 256;
+  auto mem = s.scratch(x_bytes + extra_bytes);
+  KS_RETURN_IF_ERROR(mem.status());
+  auto* out = static_cast<uint16_t*>(mem.value());
+  if (extra) *extra = static_cast<uint8_t*>(mem.value()) + x_bytes;
+  const unsigned grid = grid_stride_blocks(K * cols, 256);
+  KS_RETURN_IF_ERROR(t == DType::BF16 ? KS_LAUNCH(x_to_b16_kernel<DType::BF16>, dim3(grid), dim3(256), 0, s.stream, arg(x), out)
+                                      : KS_LAUNCH(x_to_b16_kernel<DType::F16>, dim3(grid), dim3(256), 0, s.stream, arg(x), out));
+  return out;
+}
 
 Expected<float*> round_x(const Tensor* w, const Tensor* x, Stream& s, size_t extra_bytes, void** extra) {
   const int64_t K = x->ne[0], cols = x->n_rows();
@@ -183,6 +207,7 @@ Status run_matmul_kernels(const Node& n, Stream& s) {
     return Error(KESTREL_ERR_INTERNAL,
                  "cuda: " + std::string(n.src[0]->name) + " is in the split layout, which this kernel does not read");
   if (fp8_matmul_applies(n)) return run_fp8_matmul(n, s);
+  if (f16_tma_applies(n, s)) return run_f16_tma(n, s);
   if (library()) return run_cublas_gemm(n, s);
   if (f16_matmul_applies(n)) return run_f16_matmul(n, s);
   const Tensor *w = n.src[0], *x = n.src[1];

@@ -21,6 +21,12 @@
 //   each 8 columns j, d[4j + i] = D[16w + g + 8 (i >= 2)][8j + 2t + (i & 1)]: per warp, the m16n8
 //   accumulator layout of mma.sync, once per 8 columns. So float acc[4][4] of the mma.sync tiles
 //   (common.cuh, kMmaTiles = 4) is exactly the m64n32 fragment.
+// - With the 128-byte swizzle (swizzle mode 1; wgmma_operand_sw128), a K-major operand's rows are
+//   128 bytes (64 16-bit values) in atoms of 8 rows (1024 bytes, 1024-aligned), SBO the step
+//   between atoms and LBO unused: element (m, k) is at start + (m % 8) * 128 + (m / 8) * SBO +
+//   k * 2 with bits 4-6 of that shared address XORed with bits 7-9 (the 16-byte chunk index with
+//   the row within the atom), as a TMA copy with the 128-byte swizzle stores a box (tma.cuh).
+//   The k-steps of a 64-value row are reached by adding 32 bytes per 16 values to the start.
 // - Shared memory written with ordinary stores needs fence.proxy.async in the writing threads
 //   before the barrier after which wgmma reads it.
 //
@@ -57,6 +63,13 @@ __device__ __forceinline__ WgmmaOperand wgmma_operand(const void* smem, uint32_t
   const auto enc = [](uint64_t x) { return (x & 0x3FFFF) >> 4; };
   return {smem, enc(addr) | enc(lbo) << 16 | enc(sbo) << 32};
 }
+// A K-major operand of 16-bit values in 128-byte swizzled rows (above), `sbo` bytes between
+// atoms of 8 rows; smem is an atom's first row plus the k-step's 32-byte offsets.
+__device__ __forceinline__ WgmmaOperand wgmma_operand_sw128(const void* smem, uint32_t sbo) {
+  WgmmaOperand op = wgmma_operand(smem, 16, sbo);
+  op.desc |= uint64_t{1} << 62;
+  return op;
+}
 
 __device__ __forceinline__ void fence_proxy_async() {
 #ifdef KS_HAVE_WGMMA
@@ -85,8 +98,14 @@ namespace emu {
 // The address of element (m, k) of a K-major, unswizzled operand of `bytes`-byte elements (a core
 // matrix row holds 16 / bytes of them).
 inline uintptr_t wgmma_address(const WgmmaOperand& op, unsigned m, unsigned k, unsigned bytes) {
-  if (op.desc >> 62 != 0) throw std::runtime_error("wgmma emulation: only unswizzled operands are modelled");
   const uint64_t lbo = ((op.desc >> 16) & 0x3FFF) << 4, sbo = ((op.desc >> 32) & 0x3FFF) << 4;
+  if (op.desc >> 62 == 1) {  // the 128-byte swizzle, on the address (the atom 1024-aligned)
+    const uintptr_t start = reinterpret_cast<uintptr_t>(op.smem);
+    if (((start & ~uintptr_t{127}) % 1024) != 0) throw std::runtime_error("wgmma emulation: a swizzled operand's atom is not 1024-aligned");
+    const uintptr_t a = start + (m % 8) * 128 + (m / 8) * sbo + k * bytes;
+    return a ^ (((a >> 7) & 7) << 4);
+  }
+  if (op.desc >> 62 != 0) throw std::runtime_error("wgmma emulation: only unswizzled and 128-byte swizzled operands are modelled");
   const unsigned per_row = 16 / bytes;
   return reinterpret_cast<uintptr_t>(op.smem) + (m % 8) * 16 + (m / 8) * sbo + (k % per_row) * bytes + (k / per_row) * lbo;
 }

@@ -286,8 +286,8 @@ do_bench() {
     # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
     bench_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
     bench_variant "$m" "$t-nograph" KESTREL_CUDA_GRAPHS=0 || rc=1
-    # Prefill other ways: on Hopper's wgmma tiles (opt-in until measured; cuBLAS off, or it
-    # takes the 16-bit batches), BF16 on Kestrel's mma.sync tiles instead of cuBLAS, and the
+    # Prefill other ways: on Hopper's wgmma (opt-in until measured; BF16's dense GEMMs TMA-fed,
+    # matmul_f16_tma.cu; cuBLAS off, or it takes the 16-bit batches), BF16 on Kestrel's mma.sync tiles instead of cuBLAS, and the
     # integer types dequantized to F16 for cuBLAS (the baseline mmq.cu is measured against).
     if [[ $t == *bf16* || $t == *q4_0* ]]; then
       bench_variant "$m" "$t-wgmma" "KESTREL_CUDA_WGMMA=1 KESTREL_CUDA_CUBLAS=0" "-p $PP -n 0" || rc=1
