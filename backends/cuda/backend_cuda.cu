@@ -162,6 +162,7 @@ class CudaExecutor final : public Executor {
     stream_.wgmma = wgmma_requested();
     stream_.use_cublas = cublas_wanted();
     stream_.cublas_dequant = stream_.use_cublas && cublas_dequant_requested();
+    stream_.mxfp4_mma = mxfp4_mma_requested();
   }
   ~CudaExecutor() override {
     if (stream_.stream) {

@@ -28,6 +28,7 @@ class Stream {
   bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
   bool use_cublas = false;      // large F16/BF16 batches go to cuBLAS (cublas_wanted(), at executor creation)
   bool cublas_dequant = false;  // and those of quantized weights, dequantized (cublas_dequant_requested())
+  bool mxfp4_mma = false;       // MXFP4 batches on block-scaled tensor cores (mxfp4_mma_requested())
   const CublasApi* cublas = nullptr;  // the library, once cublas_handle() has loaded it
   // This stream's cuBLAS handle, with its workspace (kCublasWorkspaceBytes); the library is loaded
   // and the handle made on first use (the first large batch), which cannot be while capturing
@@ -118,6 +119,12 @@ Status run_mmq(const Node& n, Stream& s);
 // expert on the device, then one tensor-core launch over every expert's tiles.
 bool mmq_id_applies(const Node& n);
 Status run_mmq_id(const Node& n, Stream& s);
+// MXFP4 batches (more than kMaxCols columns) on the sm_120 family's block-scaled MMA, X as MXFP8
+// (mmq_mx.cu): opt-in with KESTREL_CUDA_MXFP4_MMA=1 on compute capability 12.x (or the
+// emulator), read when an executor is made.
+bool mxfp4_mma_requested();
+bool mxfp4_mma_applies(const Node& n, const Stream& s);
+Status run_mxfp4_mma(const Node& n, Stream& s);
 // The pairs of MATMUL_ID node n grouped by expert into mem (expert_tiles_bytes(n) of scratch)
 // by a one-block kernel (moe_group.cu); a grouped launch's grid needs expert_tiles_max(n) tiles.
 int64_t expert_tiles_max(const Node& n);

@@ -200,6 +200,10 @@ Status run_matmul_kernels(const Node& n, Stream& s) {
     s.forget_x();
     return run_cublas_gemm(n, s);
   }
+  if (mxfp4_mma_applies(n, s)) {  // opt-in too: X as MXFP8, not the reference's Q8_0
+    s.forget_x();
+    return run_mxfp4_mma(n, s);
+  }
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);
   s.forget_x();  // the paths below use the scratch for something else

@@ -148,8 +148,11 @@ inline RowCol mma_cd(unsigned lane, unsigned i) { return {(lane >> 2) + (i < 2 ?
 // D = A * B + C for the warp; this lane computes its own four values of D. Acc is float (sums in
 // double, rounded once: the GPU's order and rounding of the f32 sum are its own, so compare
 // float results with a tolerance) or int (exact, wrapping at 32 bits as .s32 without .satfinite).
-template <unsigned E, class Acc, class Decode>
-inline void mma_m16n8(Acc d[4], const uint32_t a[4], const uint32_t b[2], const Acc c[4], Decode decode) {
+// (mma_m16n8_ab: A and B decoded each its own way, and each sum multiplied by scale(row, col)
+// before C is added: the block-scaled mma of block_scale.cuh.)
+template <unsigned E, class Acc, class DecodeA, class DecodeB, class Scale>
+inline void mma_m16n8_ab(Acc d[4], const uint32_t a[4], const uint32_t b[2], const Acc c[4], DecodeA decode_a,
+                         DecodeB decode_b, Scale scale) {
   constexpr unsigned K = 8 * E;
   using Sum = std::conditional_t<std::is_same_v<Acc, float>, double, int64_t>;
   require_full_warp("mma.sync");
@@ -167,7 +170,7 @@ inline void mma_m16n8(Acc d[4], const uint32_t a[4], const uint32_t b[2], const 
     const uint32_t reg[4] = {uint32_t(r01), uint32_t(r01 >> 32), uint32_t(r23), uint32_t(r23 >> 32)};
     for (unsigned i = 0; i < 4 * E; ++i) {
       const RowCol p = mma_a<E>(src, i);
-      A[p.row][p.col] = decode(reg[i / E], i % E);
+      A[p.row][p.col] = decode_a(reg[i / E], i % E);
       haveA[p.row][p.col] = true;
     }
   }
@@ -177,7 +180,7 @@ inline void mma_m16n8(Acc d[4], const uint32_t a[4], const uint32_t b[2], const 
     const uint32_t reg[2] = {uint32_t(r01), uint32_t(r01 >> 32)};
     for (unsigned i = 0; i < 2 * E; ++i) {
       const RowCol p = mma_b<E>(src, i);
-      B[p.row][p.col] = decode(reg[i / E], i % E);
+      B[p.row][p.col] = decode_b(reg[i / E], i % E);
       haveB[p.row][p.col] = true;
     }
   }
@@ -190,12 +193,16 @@ inline void mma_m16n8(Acc d[4], const uint32_t a[4], const uint32_t b[2], const 
       s += A[p.row][k] * B[k][p.col];
     }
     if constexpr (std::is_same_v<Acc, float>) {
-      out[i] = static_cast<float>(s + static_cast<double>(c[i]));
+      out[i] = static_cast<float>(s * scale(p.row, p.col) + static_cast<double>(c[i]));
     } else {
       out[i] = static_cast<Acc>(static_cast<uint32_t>(static_cast<uint64_t>(s) + static_cast<uint32_t>(c[i])));
     }
   }
   for (unsigned i = 0; i < 4; ++i) d[i] = out[i];
+}
+template <unsigned E, class Acc, class Decode>
+inline void mma_m16n8(Acc d[4], const uint32_t a[4], const uint32_t b[2], const Acc c[4], Decode decode) {
+  mma_m16n8_ab<E>(d, a, b, c, decode, decode, [](unsigned, unsigned) { return 1.0; });
 }
 
 // One 16-byte shared-memory row of an ldmatrix matrix, or one cp.async chunk.

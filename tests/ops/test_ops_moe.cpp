@@ -13,6 +13,8 @@
 #include "backends/cpu/kernels/moe.h"
 #include "backends/ref/ops_ref.h"
 #include "op_case.h"
+#include "tensor/quants/fp8.h"
+#include "tensor/quants/quant_blocks.h"
 
 using namespace kestrel;
 using namespace kestrel::test;
@@ -391,6 +393,78 @@ TEST_CASE("SWIGLU and SWIGLU_OAI feeding an integer matmul: the fused quantizati
         CAPTURE(shape);
         CHECK(outs[0] == outs[1]);
       }
+    }
+  }
+}
+
+// MXFP4 batches on the sm_120 family's block-scaled MMA (mmq_mx.cu, block_scale.cuh), opt-in with
+// KESTREL_CUDA_MXFP4_MMA=1 (the emulator counts as such a device). X is MXFP8 there, not the
+// reference's Q8_0, so the result is checked against that arithmetic, computed here from the OCP
+// MX recipe: per 32 values the least 2^s with max|x| <= 448 * 2^s, each x / 2^s rounded to E4M3;
+// W's exact values; sums in double. Scales that differ by row, block and token; row and token
+// tails, K of 2 and 10 blocks, a block of zeros in X. Up to 8 columns the integer GEMV keeps the batch (checked against the reference).
+TEST_CASE("MATMUL: MXFP4 on block-scaled tensor cores (KESTREL_CUDA_MXFP4_MMA=1)") {
+  struct Opt {  // on for this test case only, however it ends
+    Opt() { setenv("KESTREL_CUDA_MXFP4_MMA", "1", 1); }
+    ~Opt() { unsetenv("KESTREL_CUDA_MXFP4_MMA"); }
+  } opt;
+  auto probe = try_backend("cuda");
+  const std::string dev = probe ? probe->device->info().device : "";
+  if (dev.find("[emulated]") == std::string::npos && dev.find("(sm_12") == std::string::npos) {
+    MESSAGE("no emulated or compute capability 12.x CUDA device here");
+    return;
+  }
+  std::mt19937 rng(53);
+  const int64_t N = 75;
+  for (int64_t K : {64, 320}) {
+    for (int64_t M : {5, 40, 100}) {
+      Case c;
+      c.name = "mxfp4 block-scaled K=" + std::to_string(K) + " M=" + std::to_string(M);
+      CAPTURE(c.name);
+      Tensor w = c.buf.tensor(DType::MXFP4, K, N);
+      fill_random_weights(w, rng);
+      // Scales that differ by row, block and token (a scale given to the wrong row or token shows).
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t b = 0; b < K / 32; ++b) reinterpret_cast<block_mxfp4*>(w.row(r))[b].e += static_cast<uint8_t>((r * 7 + b * 3) % 5);
+      Tensor* x = input(c, DType::F32, rng, K, M);
+      for (int64_t i = 0; i < K * M; ++i) x->f32()[i] = std::ldexp(x->f32()[i], static_cast<int>((i / 32 * 5) % 7) - 3);
+      for (int k = 0; k < 32; ++k) x->f32()[K + k] = 0.0f;  // column 1's first block
+      Tensor* y = output(c, N, M);
+      c.g.add(Op::MATMUL, y, c.g.external(w), x);
+      if (M <= 8) {
+        check_case(c, 1e-4, 1e-4);
+        continue;
+      }
+      auto cuda = try_backend("cuda");
+      run_on_device(*cuda, c.g);
+      std::vector<double> xm(static_cast<size_t>(K * M));  // X as its MXFP8 values
+      for (int64_t i = 0; i < K * M; i += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x->f32()[i + j]));
+        int e = 0;
+        const float f = std::frexp(amax, &e);
+        const int s = std::clamp(e - 9 + (f > 0.875f ? 1 : 0), -127, 127);
+        for (int j = 0; j < 32; ++j) {
+          if (amax == 0) continue;
+          float v = std::ldexp(x->f32()[i + j], -s), q;
+          uint32_t bits = 0;
+          std::memcpy(&bits, &v, 4);
+          bits = e4m3_to_fp32_bits(e4m3_from_fp32_bits(bits));
+          std::memcpy(&q, &bits, 4);
+          xm[static_cast<size_t>(i + j)] = std::ldexp(static_cast<double>(q), s);
+        }
+      }
+      std::vector<float> wr(static_cast<size_t>(K));
+      double worst = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        dtype_info(DType::MXFP4).to_float(w.row(r), wr.data(), K);
+        for (int64_t m = 0; m < M; ++m) {
+          double want = 0;
+          for (int64_t k = 0; k < K; ++k) want += double(wr[static_cast<size_t>(k)]) * xm[static_cast<size_t>(m * K + k)];
+          worst = std::max(worst, std::abs(y->f32()[m * N + r] - want) / (1e-5 + 1e-5 * std::abs(want)));
+        }
+      }
+      CHECK(worst <= 1.0);
     }
   }
 }

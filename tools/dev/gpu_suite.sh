@@ -103,13 +103,15 @@ CTEST_TIMEOUT=${GPU_SUITE_CTEST_TIMEOUT:-900}
 KESTREL="$BUILD/kestrel"
 JOBS=$(nproc 2>/dev/null || echo 4)
 
-# The device's SASS target: compute capability 9.0 -> 90a (wgmma and friends), 10.x -> 10xa, else XY.
+# The device's SASS target: compute capability 9.0 -> 90a (wgmma and friends), 10.x -> 10xa,
+# 12.x -> 120f (the sm_120 family's block-scaled MMA), else XY.
 detect_arch() {
   local cc
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || cc=
   case $cc in
     9.0) echo 90a ;;
     10.*) echo "${cc/./}a" ;;
+    12.*) echo 120f ;;
     [0-9]*.[0-9]) echo "${cc/./}" ;;
     *) echo 90a ;;
   esac
