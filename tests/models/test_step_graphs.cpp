@@ -23,17 +23,23 @@ struct GraphRun {
   ExecutorStats stats;
 };
 
-// Every wanted row's logits over a fixed script of steps, on CUDA, graphs on or off.
-GraphRun run_script(const std::vector<uint8_t>& gguf, bool graphs) {
+// The model on CUDA with step graphs on or off (the setting is read when the context is made).
+test::CpuModel cuda_model(const std::vector<uint8_t>& gguf, bool graphs, const ContextOptions& co) {
   if (graphs)
     unsetenv("KESTREL_CUDA_GRAPHS");
   else
     setenv("KESTREL_CUDA_GRAPHS", "0", 1);
+  test::CpuModel m = test::load_model_on("cuda", gguf::File::from_bytes(gguf, "<synth>").value(), co);
+  unsetenv("KESTREL_CUDA_GRAPHS");
+  return m;
+}
+
+// Every wanted row's logits over a fixed script of steps, on CUDA, graphs on or off.
+GraphRun run_script(const std::vector<uint8_t>& gguf, bool graphs) {
   ContextOptions co;
   co.n_ctx = 128;
   co.n_seq_max = 2;  // blocks of 16 cells: sequence 0 grows over four
-  test::CpuModel m = test::load_model_on("cuda", gguf::File::from_bytes(gguf, "<synth>").value(), co);
-  unsetenv("KESTREL_CUDA_GRAPHS");
+  test::CpuModel m = cuda_model(gguf, graphs, co);
   GraphRun r;
   auto step = [&](std::vector<int32_t> tokens, std::vector<int32_t> seqs) {
     const Status st = m.ctx->decode({.tokens = tokens, .seq_ids = seqs});
@@ -104,14 +110,9 @@ TEST_CASE("CUDA step graphs: large F16 steps replay their cuBLAS calls") {
   const std::vector<uint8_t> bytes = w.value().to_bytes();
   GraphRun runs[2];
   for (const bool graphs : {false, true}) {
-    if (graphs)
-      unsetenv("KESTREL_CUDA_GRAPHS");
-    else
-      setenv("KESTREL_CUDA_GRAPHS", "0", 1);
     ContextOptions co;
     co.n_ctx = 256;
-    test::CpuModel m = test::load_model_on("cuda", gguf::File::from_bytes(bytes, "<synth>").value(), co);
-    unsetenv("KESTREL_CUDA_GRAPHS");
+    test::CpuModel m = cuda_model(bytes, graphs, co);
     GraphRun& r = runs[graphs];
     for (int s = 0; s < 4; ++s) {
       std::vector<int32_t> tokens;
