@@ -358,6 +358,19 @@ __device__ __forceinline__ void grouped_tile(TensorArg dst, TensorArg w, int64_t
   store_id_tiles(acc, dst, g.pairs + t * kMmaCols, e, w.ne[2], bias, row0, N);
 }
 
+// A dense GEMM's block (blockIdx.x: kMmaRows weight rows, blockIdx.y: kMmaCols tokens of M):
+// tile(rows, n_rows, cols, acc) as grouped_tile's, then store_mma_tiles.
+template <class Tile>
+__device__ __forceinline__ void dense_tile(TensorArg dst, TensorArg w, int64_t M, Tile tile) {
+  __shared__ int64_t cols[kMmaCols];
+  const int64_t N = w.ne[1];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
+  dense_tile_columns(col0, M, cols);
+  float acc[kMmaTiles][4];
+  tile(w.data + row0 * w.nb[1], std::min<int64_t>(kMmaRows, N - row0), cols, acc);
+  store_mma_tiles(acc, dst, row0, col0, N, M);
+}
+
 // Blocks of `threads` for a grid-stride loop over n items, at most 4096 (each block's threads
 // then take several items).
 inline unsigned grid_stride_blocks(int64_t n, unsigned threads) {

@@ -193,16 +193,16 @@ bool weight_type_supported(DType t) {
 namespace {
 
 Status run_matmul_kernels(const Node& n, Stream& s) {
+  if (mxfp4_mma_applies(n, s)) {  // opt-in: X as MXFP8, not the reference's Q8_0
+    s.forget_x();
+    return run_mxfp4_mma(n, s);
+  }
   if (mmq_id_applies(n)) return run_mmq_id(n, s);
   // cuBLAS where it applies and its handle can be had (else the kernels below, as without it).
   const auto library = [&] { return cublas_gemm_applies(n, s) && s.cublas_handle().ok(); };
   if (s.cublas_dequant && library()) {  // the opt-in baseline, before mmq
     s.forget_x();
     return run_cublas_gemm(n, s);
-  }
-  if (mxfp4_mma_applies(n, s)) {  // opt-in too: X as MXFP8, not the reference's Q8_0
-    s.forget_x();
-    return run_mxfp4_mma(n, s);
   }
   if (gemv_q8_applies(n)) return run_gemv_q8(n, s);
   if (mmq_applies(n)) return run_mmq(n, s);

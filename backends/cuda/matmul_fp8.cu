@@ -134,13 +134,10 @@ __device__ __forceinline__ void fp8_mma_tile(const uint8_t* rows, int64_t row_st
 }
 
 __global__ void fp8_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const float* xd, int64_t M) {
-  __shared__ int64_t cols[kMmaCols];
-  const int64_t N = w.ne[1];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
-  dense_tile_columns(col0, M, cols);
-  float acc[kMmaTiles][4];
-  fp8_mma_tile(w.data + row0 * w.nb[1], w.nb[1], std::min<int64_t>(kMmaRows, N - row0), w.ne[0], xq, xd, cols, acc);
-  store_mma_tiles(acc, dst, row0, col0, N, M);
+  using Acc = float[kMmaTiles][4];
+  dense_tile(dst, w, M, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    fp8_mma_tile(rows, w.nb[1], n_rows, w.ne[0], xq, xd, cols, acc);
+  });
 }
 
 // MATMUL_ID of many tokens: the same tile over the pairs grouped by expert (moe_group.cu), as

@@ -1,4 +1,4 @@
-// MATMUL of MXFP4 weights (gpt-oss) over batches of more than kMaxCols columns on the sm_120
+// MATMUL and MATMUL_ID of MXFP4 weights (gpt-oss) over batches of more than kMaxCols tokens on the sm_120
 // family's block-scaled tensor cores (block_scale.cuh): W's E2M1 codes and E8M0 scales go to the
 // MMA as they are stored, X is quantized to MXFP8 (E4M3 codes, an E8M0 scale per 32 values), and
 // one instruction does a 32-value block with both scales. Opt-in (KESTREL_CUDA_MXFP4_MMA=1, on a
@@ -11,7 +11,9 @@
 //
 // A block (4 warps) computes kMmaRows = 64 weight rows x kMmaCols = 32 tokens, as mmq.cu's tile
 // (store_mma_tiles); each warp 16 rows, four m16n8k32 a block of K. Operands are read from
-// global memory directly (a first form: no shared-memory staging).
+// global memory directly (a first form: no shared-memory staging). MATMUL_ID (gpt-oss's experts)
+// runs the same tile over the (slot, token) pairs grouped by expert (moe_group.cu), as mmq.cu.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -54,45 +56,59 @@ __device__ __forceinline__ uint32_t e2m1_containers(uint32_t bytes, bool high) {
   return n << 2;
 }
 
-__global__ void mxfp4_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const uint8_t* xs, int64_t M) {
-  const int64_t K = w.ne[0], N = w.ne[1], nb = K / 32;
+// The product tile: W rows 0 .. n_rows - 1 (at most kMmaRows) from `rows` (row_stride bytes
+// apart) times the kMmaCols X columns cols[c] (-1: none) of xq / xs, into acc as store_mma_tiles
+// reads it. `cols` is shared memory, written before a barrier.
+__device__ __forceinline__ void mxfp4_tile(const uint8_t* rows, int64_t row_stride, int64_t n_rows, int64_t K, const uint8_t* xq,
+                                           const uint8_t* xs, const int64_t* cols, float (&acc)[kMmaTiles][4]) {
+  const int64_t nb = K / 32;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows, col0 = static_cast<int64_t>(blockIdx.y) * kMmaCols;
-  const int64_t r0 = row0 + 16 * warp + g, r1 = r0 + 8;
+  const int64_t r0 = 16 * warp + g, r1 = r0 + 8;
   // The A scale this lane supplies (block_scale.cuh): row l / 4 + 8 (l % 4) of the warp's 16.
-  const int64_t ra = t < 2 ? row0 + 16 * warp + g + 8 * t : -1;
-  float acc[kMmaTiles][4];
+  const int64_t ra = t < 2 ? 16 * warp + g + 8 * t : -1;
   for (int j = 0; j < kMmaTiles; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = 0;
-  const auto block_of = [&](int64_t r, int64_t b) { return reinterpret_cast<const block_mxfp4*>(w.data + r * w.nb[1]) + b; };
+  const auto block_of = [&](int64_t r, int64_t b) { return reinterpret_cast<const block_mxfp4*>(rows + r * row_stride) + b; };
+  const auto codes = [&](int64_t r, int64_t b) -> uint32_t {  // qs[4t .. 4t + 3] of row r's block b
+    if (r >= n_rows) return 0;
+    const uint8_t* q = block_of(r, b)->qs + 4 * t;
+    return uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
+  };
   for (int64_t b = 0; b < nb; ++b) {
     // A: rows r0, r1, K 4t .. 4t + 3 (low nibbles of qs[4t ..]) and 16 + 4t .. (high nibbles).
-    uint32_t q0 = 0, q1 = 0;
-    if (r0 < N) {
-      const uint8_t* q = block_of(r0, b)->qs + 4 * t;
-      q0 = uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
-    }
-    if (r1 < N) {
-      const uint8_t* q = block_of(r1, b)->qs + 4 * t;
-      q1 = uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
-    }
+    const uint32_t q0 = codes(r0, b), q1 = codes(r1, b);
     const uint32_t a[4] = {e2m1_containers(q0, false), e2m1_containers(q1, false), e2m1_containers(q0, true),
                            e2m1_containers(q1, true)};
-    const uint32_t sfa = ra >= 0 && ra < N ? block_of(ra, b)->e : 127u;
+    const uint32_t sfa = ra >= 0 && ra < n_rows ? block_of(ra, b)->e : 127u;
     for (int j = 0; j < kMmaTiles; ++j) {
-      // B: token col0 + 8 j + g, K 4t .. 4t + 3 and 16 + 4t ..; its scale from lane 4 n.
-      const int64_t col = col0 + 8 * j + g;
+      // B: the tile's token 8 j + g, K 4t .. 4t + 3 and 16 + 4t ..; its scale from lane 4 n.
+      const int64_t col = cols[8 * j + g];
       uint32_t bv[2] = {0, 0};
-      if (col < M) {
+      if (col >= 0) {
         bv[0] = *reinterpret_cast<const uint32_t*>(xq + col * K + 32 * b + 4 * t);
         bv[1] = *reinterpret_cast<const uint32_t*>(xq + col * K + 32 * b + 16 + 4 * t);
       }
-      const int64_t cb = col0 + 8 * j + lane / 4;
-      const uint32_t sfb = t == 0 && cb < M ? xs[cb * nb + b] : 127u;
+      const int64_t cb = cols[8 * j + lane / 4];
+      const uint32_t sfb = t == 0 && cb >= 0 ? xs[cb * nb + b] : 127u;
       ptx::mma_mxf4_e4m3(acc[j], a, bv, acc[j], sfa, sfb);
     }
   }
-  store_mma_tiles(acc, dst, row0, col0, N, M);
+}
+
+__global__ void mxfp4_mma_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const uint8_t* xs, int64_t M) {
+  using Acc = float[kMmaTiles][4];
+  dense_tile(dst, w, M, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    mxfp4_tile(rows, w.nb[1], n_rows, w.ne[0], xq, xs, cols, acc);
+  });
+}
+
+// MATMUL_ID (gpt-oss's experts): the same tile over the (slot, token) pairs grouped by expert.
+__global__ void mxfp4_mma_id_kernel(TensorArg dst, TensorArg w, const uint8_t* xq, const uint8_t* xs, int64_t x_slots,
+                                    TensorArg bias, ExpertTiles g) {
+  using Acc = float[kMmaTiles][4];
+  grouped_tile<float>(dst, w, x_slots, bias, g, [&](const uint8_t* rows, int64_t n_rows, const int64_t* cols, Acc& acc) {
+    mxfp4_tile(rows, w.nb[1], n_rows, w.ne[0], xq, xs, cols, acc);
+  });
 }
 
 }  // namespace
@@ -112,25 +128,37 @@ bool mxfp4_mma_requested() {
 }
 
 bool mxfp4_mma_applies(const Node& n, const Stream& s) {
-  if (!s.mxfp4_mma || n.op != Op::MATMUL || n.src[0]->type != DType::MXFP4 || n.src[0]->layout != 0) return false;
+  if (!s.mxfp4_mma || (n.op != Op::MATMUL && n.op != Op::MATMUL_ID) || n.src[0]->type != DType::MXFP4 ||
+      n.src[0]->layout != 0)
+    return false;
   const Tensor *w = n.src[0], *x = n.src[1];
-  return x->n_rows() > kMaxCols && w->ne[0] % 32 == 0 && w->ne[2] == 1 && w->ne[3] == 1 && x->nb[0] == 4 &&
-         blocks_for(x->n_rows(), kMmaCols) <= 65535u;
+  if (w->ne[0] % 32 != 0 || w->ne[3] != 1 || x->nb[0] != 4) return false;
+  if (n.op == Op::MATMUL_ID) return n.dst->ne[2] > kMaxCols && w->ne[2] < kMaxBuckets;
+  return x->n_rows() > kMaxCols && w->ne[2] == 1 && blocks_for(x->n_rows(), kMmaCols) <= 65535u;
 }
 
 Status run_mxfp4_mma(const Node& n, Stream& s) {
   const Tensor *w = n.src[0], *x = n.src[1];
-  const int64_t K = w->ne[0], M = x->n_rows();
-  const size_t codes = (static_cast<size_t>(K * M) + 255) / 256 * 256;
-  auto mem = s.scratch(codes + static_cast<size_t>(K / 32 * M));
+  const int64_t K = w->ne[0], cols = x->n_rows();
+  const bool id = n.op == Op::MATMUL_ID;
+  const size_t codes = (static_cast<size_t>(K * cols) + 255) / 256 * 256, scales = (static_cast<size_t>(K / 32 * cols) + 255) / 256 * 256;
+  auto mem = s.scratch(codes + scales + (id ? expert_tiles_bytes(n) : 0));
   KS_RETURN_IF_ERROR(mem.status());
   auto* xq = static_cast<uint8_t*>(mem.value());
   uint8_t* xs = xq + codes;
-  KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_mxfp8_kernel, dim3(grid_stride_blocks(K / 32 * M * 32, 256)), dim3(256), 0, s.stream,
+  KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_mxfp8_kernel, dim3(grid_stride_blocks(K / 32 * cols * 32, 256)), dim3(256), 0, s.stream,
                                arg(x), xq, xs));
-  const dim3 grid(blocks_for(w->ne[1], kMmaRows), blocks_for(M, kMmaCols)), block(32 * kMmaWarps);
-  return KS_LAUNCH(mxfp4_mma_kernel, grid, block, 0, s.stream, arg(n.dst), arg(w), static_cast<const uint8_t*>(xq),
-                   static_cast<const uint8_t*>(xs), M);
+  const dim3 block(32 * kMmaWarps);
+  if (!id)
+    return KS_LAUNCH(mxfp4_mma_kernel, dim3(blocks_for(w->ne[1], kMmaRows), blocks_for(cols, kMmaCols)), block, 0, s.stream,
+                     arg(n.dst), arg(w), static_cast<const uint8_t*>(xq), static_cast<const uint8_t*>(xs), cols);
+  const int64_t max_tiles = expert_tiles_max(n);
+  if (max_tiles > 65535) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL_ID of " + std::to_string(max_tiles) + " tiles");
+  auto g = group_pairs(n, xs + scales, s);
+  KS_RETURN_IF_ERROR(g.status());
+  return KS_LAUNCH(mxfp4_mma_id_kernel, dim3(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(max_tiles)), block, 0, s.stream,
+                   arg(n.dst), arg(w), static_cast<const uint8_t*>(xq), static_cast<const uint8_t*>(xs), x->ne[1], arg(n.src[3]),
+                   g.value());
 }
 
 }  // namespace kestrel::cuda

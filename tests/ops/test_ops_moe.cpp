@@ -397,12 +397,47 @@ TEST_CASE("SWIGLU and SWIGLU_OAI feeding an integer matmul: the fused quantizati
   }
 }
 
+namespace {
+
+// X's columns as their MXFP8 values (OCP MX, the scale rounded up so nothing saturates): per 32
+// values the least 2^s with max|x| <= 448 * 2^s, each x / 2^s rounded to E4M3.
+std::vector<double> mxfp8_values(const float* x, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[i + j]));
+    if (amax == 0) continue;
+    int e = 0;
+    const float f = std::frexp(amax, &e);
+    const int s = std::clamp(e - 9 + (f > 0.875f ? 1 : 0), -127, 127);
+    for (int j = 0; j < 32; ++j) {
+      float v = std::ldexp(x[i + j], -s), q;
+      uint32_t bits = 0;
+      std::memcpy(&bits, &v, 4);
+      bits = e4m3_to_fp32_bits(e4m3_from_fp32_bits(bits));
+      std::memcpy(&q, &bits, 4);
+      out[static_cast<size_t>(i + j)] = std::ldexp(static_cast<double>(q), s);
+    }
+  }
+  return out;
+}
+
+// Scales that differ by row, block and token (a scale given to the wrong row or token shows).
+void vary_mx_scales(Tensor& w, Tensor* x) {
+  const int64_t K = w.ne[0];
+  for (int64_t r = 0; r < w.n_rows(); ++r)
+    for (int64_t b = 0; b < K / 32; ++b) reinterpret_cast<block_mxfp4*>(w.row(r))[b].e += static_cast<uint8_t>((r * 7 + b * 3) % 5);
+  for (int64_t i = 0; i < x->n_elements(); ++i) x->f32()[i] = std::ldexp(x->f32()[i], static_cast<int>((i / 32 * 5) % 7) - 3);
+}
+
+}  // namespace
+
 // MXFP4 batches on the sm_120 family's block-scaled MMA (mmq_mx.cu, block_scale.cuh), opt-in with
 // KESTREL_CUDA_MXFP4_MMA=1 (the emulator counts as such a device). X is MXFP8 there, not the
-// reference's Q8_0, so the result is checked against that arithmetic, computed here from the OCP
-// MX recipe: per 32 values the least 2^s with max|x| <= 448 * 2^s, each x / 2^s rounded to E4M3;
-// W's exact values; sums in double. Scales that differ by row, block and token; row and token
-// tails, K of 2 and 10 blocks, a block of zeros in X. Up to 8 columns the integer GEMV keeps the batch (checked against the reference).
+// reference's Q8_0, so the result is checked against that arithmetic (mxfp8_values), W's exact
+// values and double sums. MATMUL: row and token tails, K of 2 and 10 blocks, a block of zeros in X;
+// up to 8 columns the integer GEMV keeps the batch (checked against the reference). MATMUL_ID
+// (gpt-oss's experts): shared and per-slot X, expert biases, per-head matrices, 20 tokens.
 TEST_CASE("MATMUL: MXFP4 on block-scaled tensor cores (KESTREL_CUDA_MXFP4_MMA=1)") {
   struct Opt {  // on for this test case only, however it ends
     Opt() { setenv("KESTREL_CUDA_MXFP4_MMA", "1", 1); }
@@ -423,11 +458,8 @@ TEST_CASE("MATMUL: MXFP4 on block-scaled tensor cores (KESTREL_CUDA_MXFP4_MMA=1)
       CAPTURE(c.name);
       Tensor w = c.buf.tensor(DType::MXFP4, K, N);
       fill_random_weights(w, rng);
-      // Scales that differ by row, block and token (a scale given to the wrong row or token shows).
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t b = 0; b < K / 32; ++b) reinterpret_cast<block_mxfp4*>(w.row(r))[b].e += static_cast<uint8_t>((r * 7 + b * 3) % 5);
       Tensor* x = input(c, DType::F32, rng, K, M);
-      for (int64_t i = 0; i < K * M; ++i) x->f32()[i] = std::ldexp(x->f32()[i], static_cast<int>((i / 32 * 5) % 7) - 3);
+      vary_mx_scales(w, x);
       for (int k = 0; k < 32; ++k) x->f32()[K + k] = 0.0f;  // column 1's first block
       Tensor* y = output(c, N, M);
       c.g.add(Op::MATMUL, y, c.g.external(w), x);
@@ -437,23 +469,7 @@ TEST_CASE("MATMUL: MXFP4 on block-scaled tensor cores (KESTREL_CUDA_MXFP4_MMA=1)
       }
       auto cuda = try_backend("cuda");
       run_on_device(*cuda, c.g);
-      std::vector<double> xm(static_cast<size_t>(K * M));  // X as its MXFP8 values
-      for (int64_t i = 0; i < K * M; i += 32) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x->f32()[i + j]));
-        int e = 0;
-        const float f = std::frexp(amax, &e);
-        const int s = std::clamp(e - 9 + (f > 0.875f ? 1 : 0), -127, 127);
-        for (int j = 0; j < 32; ++j) {
-          if (amax == 0) continue;
-          float v = std::ldexp(x->f32()[i + j], -s), q;
-          uint32_t bits = 0;
-          std::memcpy(&bits, &v, 4);
-          bits = e4m3_to_fp32_bits(e4m3_from_fp32_bits(bits));
-          std::memcpy(&q, &bits, 4);
-          xm[static_cast<size_t>(i + j)] = std::ldexp(static_cast<double>(q), s);
-        }
-      }
+      const std::vector<double> xm = mxfp8_values(x->f32(), K * M);
       std::vector<float> wr(static_cast<size_t>(K));
       double worst = 0;
       for (int64_t r = 0; r < N; ++r) {
@@ -466,5 +482,34 @@ TEST_CASE("MATMUL: MXFP4 on block-scaled tensor cores (KESTREL_CUDA_MXFP4_MMA=1)
       }
       CHECK(worst <= 1.0);
     }
+  }
+  for (int variant = 0; variant < 3; ++variant) {
+    Case c;
+    const int64_t E = 4, T = 20;
+    const MatmulIdCase m = add_matmul_id(c, rng, DType::MXFP4, N, E, T, 2, variant, [](int64_t i) {
+      return static_cast<int32_t>((i * 5 + i / 3) % 4);
+    });
+    CAPTURE(c.name);
+    Tensor w = m.w;
+    vary_mx_scales(w, m.x);
+    auto cuda = try_backend("cuda");
+    run_on_device(*cuda, c.g);
+    const int64_t K = m.w.ne[0], x_slots = m.x->ne[1];
+    const std::vector<double> xm = mxfp8_values(m.x->f32(), K * m.x->n_rows());
+    std::vector<float> wr(static_cast<size_t>(K));
+    double worst = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < m.slots; ++i) {
+        const int64_t e = m.ids ? static_cast<const int32_t*>(m.ids->data)[i + m.slots * t] : i;
+        const int64_t col = (x_slots == 1 ? 0 : i) + x_slots * t;
+        for (int64_t r = 0; r < N; ++r) {
+          dtype_info(DType::MXFP4).to_float(m.w.row(r + N * e), wr.data(), K);
+          double want = m.bias ? m.bias->f32()[r + N * e] : 0.0;
+          for (int64_t k = 0; k < K; ++k) want += double(wr[static_cast<size_t>(k)]) * xm[static_cast<size_t>(col * K + k)];
+          const float got = m.dst->f32()[r + N * (i + m.slots * t)];
+          worst = std::max(worst, std::abs(got - want) / (1e-5 + 1e-5 * std::abs(want)));
+        }
+      }
+    CHECK(worst <= 1.0);
   }
 }
