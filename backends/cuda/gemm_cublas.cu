@@ -46,12 +46,6 @@ constexpr size_t kPieceBytes = size_t{64} << 20;  // dequantized rows per GEMM, 
 
 bool fits_int(int64_t v) { return v > 0 && v <= INT_MAX; }
 
-bool quantized(DType t) {
-  bool q = false;
-  with_weight_type(t, [&]<DType T>() { q = T == t && !is_plain<T>(); });
-  return q;
-}
-
 Status gemm(Stream& s, cublas::Handle h, int type, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
             float* c, int64_t ldc) {
   const float one = 1.0f, zero = 0.0f;
@@ -71,7 +65,7 @@ bool cublas_gemm_applies(const Node& n, const Stream& s) {
   if (!s.use_cublas || n.op != Op::MATMUL) return false;
   const Tensor *w = n.src[0], *x = n.src[1], *d = n.dst;
   const bool b16 = w->type == DType::F16 || w->type == DType::BF16;
-  if (!b16 && !(s.cublas_dequant && quantized(w->type) && w->ne[0] % 32 == 0)) return false;
+  if (!b16 && !(s.cublas_dequant && dtype_info(w->type).quantized && weight_type_supported(w->type) && w->ne[0] % 32 == 0)) return false;
   const int64_t K = w->ne[0], N = w->ne[1], M = x->n_rows();
   if (M <= kDecodeBatchCols || w->ne[2] != 1 || w->ne[3] != 1) return false;
   if (b16 && (w->layout != 0 || w->nb[0] != 2 || w->nb[1] % 2 != 0 || !fits_int(w->nb[1] / 2))) return false;

@@ -1,6 +1,5 @@
 #include "backends/cuda/emu/cublas_emu.h"
 
-#include <cstring>
 #include <string>
 
 #include "backends/cuda/emu/cuda_runtime_emu.h"
@@ -44,11 +43,7 @@ cb::StatusT set_workspace(cb::Handle h, void* w, size_t bytes) {
 double element(const void* p, int type, int64_t i) {
   if (type == cb::kR32F) return static_cast<const float*>(p)[i];
   const uint16_t h = static_cast<const uint16_t*>(p)[i];
-  if (type == cb::kR16F) return fp16_to_fp32(h);
-  const uint32_t u = uint32_t{h} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return type == cb::kR16F ? fp16_to_fp32(h) : bf16_to_fp32(h);
 }
 
 cb::StatusT gemm_ex(cb::Handle h, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, int a_type,
