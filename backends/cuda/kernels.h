@@ -9,6 +9,9 @@
 
 namespace kestrel::cuda {
 
+// Which block-scaled MMA the MXFP4 batches use (mxfp4_mma_requested).
+enum class BlockScaledMma : uint8_t { off, mma_sync, tcgen05 };
+
 // What a launcher gets besides the node: the context's stream and its scratch memory.
 class Stream {
  public:
@@ -28,7 +31,7 @@ class Stream {
   bool wgmma = false;      // the tensor-core tiles issue Hopper's wgmma (wgmma_requested)
   bool use_cublas = false;      // large F16/BF16 batches go to cuBLAS (cublas_wanted(), at executor creation)
   bool cublas_dequant = false;  // and those of quantized weights, dequantized (cublas_dequant_requested())
-  bool mxfp4_mma = false;       // MXFP4 batches on block-scaled tensor cores (mxfp4_mma_requested())
+  BlockScaledMma mxfp4_mma = BlockScaledMma::off;  // MXFP4 batches on block-scaled tensor cores (mxfp4_mma_requested())
   const CublasApi* cublas = nullptr;  // the library, once cublas_handle() has loaded it
   // This stream's cuBLAS handle, with its workspace (kCublasWorkspaceBytes); the library is loaded
   // and the handle made on first use (the first large batch), which cannot be while capturing
@@ -119,12 +122,16 @@ Status run_mmq(const Node& n, Stream& s);
 // expert on the device, then one tensor-core launch over every expert's tiles.
 bool mmq_id_applies(const Node& n);
 Status run_mmq_id(const Node& n, Stream& s);
-// MXFP4 batches (more than kMaxCols columns) on the sm_120 family's block-scaled MMA, X as MXFP8
-// (mmq_mx.cu): opt-in with KESTREL_CUDA_MXFP4_MMA=1 on compute capability 12.x (or the
-// emulator), read when an executor is made.
-bool mxfp4_mma_requested();
+// MXFP4 batches (more than kMaxCols columns) on block-scaled tensor cores, X as MXFP8 (mmq_mx.cu):
+// opt-in with KESTREL_CUDA_MXFP4_MMA=1, read when an executor is made: the sm_120 family's warp
+// MMA on compute capability 12.x (and the emulator), tcgen05 (mmq_mx_tc.cu) on 10.0;
+// KESTREL_CUDA_MXFP4_MMA=tcgen05 asks for tcgen05 by name (the emulator's test of it).
+BlockScaledMma mxfp4_mma_requested();
 bool mxfp4_mma_applies(const Node& n, const Stream& s);
 Status run_mxfp4_mma(const Node& n, Stream& s);
+// The tcgen05 product of run_mxfp4_mma, X already MXFP8 in xq / xs; g: MATMUL_ID's grouped pairs
+// (a grid of max_tiles tiles), or null for MATMUL.
+Status launch_mxfp4_tc(const Node& n, Stream& s, const uint8_t* xq, const uint8_t* xs, const ExpertTiles* g, int64_t max_tiles);
 // The pairs of MATMUL_ID node n grouped by expert into mem (expert_tiles_bytes(n) of scratch)
 // by a one-block kernel (moe_group.cu); a grouped launch's grid needs expert_tiles_max(n) tiles.
 int64_t expert_tiles_max(const Node& n);

@@ -13,6 +13,8 @@
 // (store_mma_tiles); each warp 16 rows, four m16n8k32 a block of K. Operands are read from
 // global memory directly (a first form: no shared-memory staging). MATMUL_ID (gpt-oss's experts)
 // runs the same tile over the (slot, token) pairs grouped by expert (moe_group.cu), as mmq.cu.
+// On compute capability 10.0 (B200) the product is mmq_mx_tc.cu's tcgen05 tile instead, on the
+// same MXFP8 X (mxfp4_mma_requested).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -113,22 +115,26 @@ __global__ void mxfp4_mma_id_kernel(TensorArg dst, TensorArg w, const uint8_t* x
 
 }  // namespace
 
-bool mxfp4_mma_requested() {
+BlockScaledMma mxfp4_mma_requested() {
 #ifdef KESTREL_CUDA_EMULATE
   constexpr bool kEmulated = true;
 #else
   constexpr bool kEmulated = false;
 #endif
-  static const bool family = [] {
+  static const int cc = [] {
     cudaDeviceProp prop{};
-    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && (kEmulated || prop.major == 12);
+    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess ? 10 * prop.major + prop.minor : 0;
   }();
   const char* v = std::getenv("KESTREL_CUDA_MXFP4_MMA");
-  return family && v && std::strcmp(v, "1") == 0 && !reference_kernels_only();
+  if (!v || reference_kernels_only()) return BlockScaledMma::off;
+  const bool sm120 = kEmulated || cc / 10 == 12, sm100 = kEmulated || cc == 100;
+  if (std::strcmp(v, "tcgen05") == 0) return sm100 ? BlockScaledMma::tcgen05 : BlockScaledMma::off;
+  if (std::strcmp(v, "1") != 0) return BlockScaledMma::off;
+  return sm120 ? BlockScaledMma::mma_sync : (sm100 ? BlockScaledMma::tcgen05 : BlockScaledMma::off);
 }
 
 bool mxfp4_mma_applies(const Node& n, const Stream& s) {
-  if (!s.mxfp4_mma || (n.op != Op::MATMUL && n.op != Op::MATMUL_ID) || n.src[0]->type != DType::MXFP4 ||
+  if (s.mxfp4_mma == BlockScaledMma::off || (n.op != Op::MATMUL && n.op != Op::MATMUL_ID) || n.src[0]->type != DType::MXFP4 ||
       n.src[0]->layout != 0)
     return false;
   const Tensor *w = n.src[0], *x = n.src[1];
@@ -148,7 +154,9 @@ Status run_mxfp4_mma(const Node& n, Stream& s) {
   uint8_t* xs = xq + codes;
   KS_RETURN_IF_ERROR(KS_LAUNCH(quantize_mxfp8_kernel, dim3(grid_stride_blocks(K / 32 * cols * 32, 256)), dim3(256), 0, s.stream,
                                arg(x), xq, xs));
+  const bool tc = s.mxfp4_mma == BlockScaledMma::tcgen05;
   const dim3 block(32 * kMmaWarps);
+  if (!id && tc) return launch_mxfp4_tc(n, s, xq, xs, nullptr, 0);
   if (!id)
     return KS_LAUNCH(mxfp4_mma_kernel, dim3(blocks_for(w->ne[1], kMmaRows), blocks_for(cols, kMmaCols)), block, 0, s.stream,
                      arg(n.dst), arg(w), static_cast<const uint8_t*>(xq), static_cast<const uint8_t*>(xs), cols);
@@ -156,6 +164,7 @@ Status run_mxfp4_mma(const Node& n, Stream& s) {
   if (max_tiles > 65535) return Error(KESTREL_ERR_UNSUPPORTED, "cuda: MATMUL_ID of " + std::to_string(max_tiles) + " tiles");
   auto g = group_pairs(n, xs + scales, s);
   KS_RETURN_IF_ERROR(g.status());
+  if (tc) return launch_mxfp4_tc(n, s, xq, xs, &g.value(), max_tiles);
   return KS_LAUNCH(mxfp4_mma_id_kernel, dim3(blocks_for(w->ne[1], kMmaRows), static_cast<unsigned>(max_tiles)), block, 0, s.stream,
                    arg(n.dst), arg(w), static_cast<const uint8_t*>(xq), static_cast<const uint8_t*>(xs), x->ne[1], arg(n.src[3]),
                    g.value());

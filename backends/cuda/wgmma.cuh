@@ -71,8 +71,8 @@ __device__ __forceinline__ WgmmaOperand wgmma_operand_sw128(const void* smem, ui
   return op;
 }
 
-__device__ __forceinline__ void fence_proxy_async() {
-#ifdef KS_HAVE_WGMMA
+__device__ __forceinline__ void fence_proxy_async() {  // sm_90 and newer (tcgen05.cuh's too)
+#if defined(__CUDA_ARCH__) && !defined(KESTREL_CUDA_EMULATE) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
