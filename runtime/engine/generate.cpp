@@ -11,7 +11,7 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
                 GenerateResult* res) {
   *res = GenerateResult{};
   const Tokenizer& tok = ctx.model().tokenizer();
-  for (int32_t t : prompt) sampler.accept(t);
+  for (int32_t t : prompt) sampler.accept_prompt(t);
   ctx.kv().clear();
   // Only the best logits of each row come back when the sampler reads no more (device-side
   // selection: on a GPU the vocabulary-wide row stays there).

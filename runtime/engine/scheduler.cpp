@@ -33,7 +33,9 @@ struct Scheduler::Request {
   Draft draft;
   Request(RequestSpec s, const Tokenizer& tok)
       : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), stops(spec.stop_strings),
-        history(spec.prompt), len(spec.speculative.k_max) {}
+        history(spec.prompt), len(spec.speculative.k_max) {
+    sampler.set_grammar(spec.grammar);
+  }
   bool decoding() const { return n_past >= static_cast<int32_t>(input.size()); }
 };
 
@@ -105,7 +107,7 @@ Expected<uint64_t> Scheduler::submit(RequestSpec spec) {
   if (spec.speculative.mode == SpecMode::kDraft && !draft_)
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "request: speculative mode 'draft' needs an engine with a draft model");
   auto r = std::make_shared<Request>(std::move(spec), model_.tokenizer());
-  for (int32_t t : r->spec.prompt) r->sampler.accept(t);
+  for (int32_t t : r->spec.prompt) r->sampler.accept_prompt(t);
   if (r->spec.speculative.mode == SpecMode::kNgram) r->own_drafter = make_ngram_drafter(r->spec.speculative.ngram);
   r->drafter = r->spec.speculative.mode == SpecMode::kDraft ? draft_.get() : r->own_drafter.get();
   if (r->drafter) r->draft_sampler = draft_sampler_for(r->sampler);

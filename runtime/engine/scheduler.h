@@ -46,6 +46,7 @@ struct RequestSpec {
   std::vector<int32_t> stop_tokens;
   std::vector<std::string> stop_strings;  // generation ends before the first match; text not emitted
   SpecParams speculative;                  // kDraft needs an engine with a draft model
+  std::shared_ptr<GrammarMatcher> grammar; // constrained decoding (this request's own matcher); null: none
   // Per generated token: its id and the text that became final (stop strings held back); false
   // cancels the request. id -1: the last text at the end.
   std::function<bool(int32_t token, const std::string& piece)> on_token;
@@ -75,6 +76,7 @@ class Scheduler {
   Expected<RequestResult> wait(uint64_t id);  // blocks until it finishes; then forgets it
   std::string stats_json() const;            // queue, running, tokens, KV blocks, prefix hits
   int32_t n_ctx() const { return n_ctx_; }
+  const Model& model() const { return model_; }
 
  private:
   struct Request;

@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "sampling/grammar_matcher.h"
+
 namespace kestrel {
 
 namespace {
@@ -61,6 +63,16 @@ Sampler::Sampler(SamplerParams params)
     : params_(std::move(params)), params_status_(validate(params_)), rng_(params_.seed) {}
 
 void Sampler::accept(int32_t token) {
+  if (grammar_ && grammar_status_.ok() && token >= 0) grammar_status_ = grammar_->accept(token);
+  accept_prompt(token);
+}
+
+void Sampler::set_grammar(std::shared_ptr<GrammarMatcher> grammar) {
+  grammar_ = std::move(grammar);
+  grammar_status_ = Status::Ok();
+}
+
+void Sampler::accept_prompt(int32_t token) {
   if (token < 0 || params_.penalty_last_n <= 0) return;
   const size_t cap = static_cast<size_t>(params_.penalty_last_n);
   if (history_.size() < cap) {
@@ -84,7 +96,7 @@ void Sampler::reset() {
 
 int32_t Sampler::best_needed() const {
   const SamplerParams& p = params_;
-  if (!params_status_.ok() || !p.logit_bias.empty()) return 0;
+  if (!params_status_.ok() || !p.logit_bias.empty() || grammar_) return 0;
   const bool penalties =
       p.penalty_last_n > 0 && (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
   if (penalties) return 0;
@@ -174,12 +186,24 @@ Status Sampler::prepare_all(std::span<const float> logits) {
       if (!usable_logit(l)) return changed_badly(tok, "the penalties");
     }
   }
+  if (grammar_) {
+    KS_RETURN_IF_ERROR(grammar_status_);
+    auto mask = grammar_->allowed();
+    KS_RETURN_IF_ERROR(mask.status());
+    const std::vector<uint8_t>& allowed = *mask.value();
+    if (allowed.size() != n)
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, "sampler: the grammar's vocabulary has " + std::to_string(allowed.size()) +
+                                                     " tokens, the logits " + std::to_string(n));
+    for (size_t i = 0; i < n; ++i)
+      if (!allowed[i]) cand_[i].logit = -kInf;
+  }
   float mx = -kInf;
   for (const Candidate& c : cand_) mx = std::max(mx, c.logit);
   max_logit_ = mx;
   if (mx == -kInf)
     return Error(KESTREL_ERR_INVALID_ARGUMENT,
-                 "sampler: every logit is -inf after logit bias and penalties; no token can be sampled");
+                 grammar_ ? "sampler: no token the grammar allows here has a finite logit (after logit bias and penalties)"
+                          : "sampler: every logit is -inf after logit bias and penalties; no token can be sampled");
   return Status::Ok();
 }
 

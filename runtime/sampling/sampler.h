@@ -13,6 +13,7 @@
 // integer RNG in rng.h one seed reproduces a run. Not thread-safe; one Sampler per sequence.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -22,6 +23,8 @@
 #include "sampling/rng.h"
 
 namespace kestrel {
+
+class GrammarMatcher;
 
 struct SamplerParams {
   float temperature = 0.8f;     // <= 0: greedy
@@ -81,11 +84,21 @@ class Sampler {
   // A step may then keep only that many per row (device-side selection) with the same results.
   int32_t best_needed() const;
 
-  // Records a token for the penalties (negative ids are ignored; ids past n_vocab at sample
-  // time have no effect).
+  // Records a generated token: for the penalties (negative ids are ignored; ids past n_vocab at
+  // sample time have no effect) and, with a grammar, in its state (a token the grammar does not
+  // allow makes the next sample() fail).
   void accept(int32_t token);
+  // Records a prompt token: the penalties only.
+  void accept_prompt(int32_t token);
 
-  // Forgets the history and restarts the RNG from the seed.
+  // Constrained decoding (grammar_matcher.h): from the next sample() on, only tokens the grammar
+  // allows (its state advanced by accept()) can be drawn; the mask is applied after logit bias
+  // and penalties, before truncation, so top-k, top-p and min-p measure the allowed tokens.
+  // Shared with nobody else: the matcher is this sequence's state.
+  void set_grammar(std::shared_ptr<GrammarMatcher> grammar);
+  bool has_grammar() const { return grammar_ != nullptr; }
+
+  // Forgets the history and restarts the RNG from the seed (a grammar keeps its state).
   void reset();
 
   // For speculative decoding, which must draw from exactly the distribution sample() draws from:
@@ -139,6 +152,8 @@ class Sampler {
   std::vector<int32_t> history_;
   size_t history_head_ = 0;
   std::unordered_map<int32_t, int32_t> counts_;
+  std::shared_ptr<GrammarMatcher> grammar_;
+  Status grammar_status_;  // a generated token the grammar refused
 };
 
 }  // namespace kestrel

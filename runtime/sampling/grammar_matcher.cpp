@@ -1,0 +1,336 @@
+// The grammar's pushdown state and the token masks it allows (grammar_matcher.h).
+#include "sampling/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
+
+namespace kestrel {
+
+// ---- the vocabulary's trie ----------------------------------------------------------------------
+
+TokenTrie::TokenTrie(const Tokenizer& tok) {
+  const int32_t n = tok.n_vocab();
+  pieces_.resize(static_cast<size_t>(n));
+  nodes_.emplace_back();
+  for (int32_t id = 0; id < n; ++id) {
+    if (tok.is_eog(id)) {
+      eog_.push_back(id);
+      continue;
+    }
+    if (tok.is_special(id)) continue;  // control, unknown and unused tokens: never under a grammar
+    std::string piece = tok.token_to_piece(id, false);
+    if (piece.empty()) continue;
+    int32_t node = 0;
+    for (const char ch : piece) {
+      const auto b = static_cast<uint8_t>(ch);
+      auto& kids = nodes_[static_cast<size_t>(node)].children;
+      auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(b, int32_t{-1}));
+      if (it != kids.end() && it->first == b) {
+        node = it->second;
+      } else {
+        const auto next = static_cast<int32_t>(nodes_.size());
+        kids.insert(it, {b, next});
+        nodes_.emplace_back();  // (kids may dangle now; not used again)
+        node = next;
+      }
+    }
+    nodes_[static_cast<size_t>(node)].tokens.push_back(id);
+    if (piece.size() > kShortBytes) long_.push_back(id);
+    pieces_[static_cast<size_t>(id)] = std::move(piece);
+  }
+  std::sort(eog_.begin(), eog_.end());
+}
+
+bool TokenTrie::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
+
+std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
+  // A few recent vocabularies, keyed by the tokenizer and a fingerprint of its tokens (so a new
+  // tokenizer at a freed one's address is not mistaken for it).
+  struct Entry {
+    const Tokenizer* tok;
+    size_t fingerprint;
+    std::shared_ptr<const TokenTrie> trie;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> recent;
+  size_t fp = std::hash<int32_t>{}(tok.n_vocab());
+  for (int32_t id = 0; id < tok.n_vocab(); id += 97) fp = fp * 1000003u ^ std::hash<std::string>{}(tok.token_text(id));
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : recent)
+    if (e.tok == &tok && e.fingerprint == fp) return e.trie;
+  auto trie = std::make_shared<const TokenTrie>(tok);
+  if (recent.size() >= 4) recent.erase(recent.begin());
+  recent.push_back({&tok, fp, trie});
+  return trie;
+}
+
+// ---- the pushdown state -------------------------------------------------------------------------
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocab)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+  elem_rule_.assign(g_->elements.size(), -1);
+  elem_off_.assign(g_->elements.size(), 0);
+  for (size_t r = 0; r < g_->alternatives.size(); ++r)
+    for (const int32_t a : g_->alternatives[r])
+      for (int32_t e = a;; ++e) {
+        elem_rule_[static_cast<size_t>(e)] = static_cast<int32_t>(r);
+        elem_off_[static_cast<size_t>(e)] = e - a;
+        if (g_->elements[static_cast<size_t>(e)].kind == GrammarElement::kEnd) break;
+      }
+  State start;
+  for (const int32_t alt : g_->alternatives[static_cast<size_t>(g_->root)]) expand({alt}, &start.stacks);
+  std::sort(start.stacks.begin(), start.stacks.end());
+  start.stacks.erase(std::unique(start.stacks.begin(), start.stacks.end()), start.stacks.end());
+  cur_ = intern(std::move(start));
+}
+
+// Until the top is a character class (or the stack is empty): a finished alternative returns to
+// what follows its reference, a reference becomes each of its rule's alternatives.
+void GrammarMatcher::expand(Stack s, std::vector<Stack>* out) const {
+  while (!s.empty()) {
+    const int32_t top = s.back();
+    const GrammarElement& e = g_->elements[static_cast<size_t>(top)];
+    if (e.kind == GrammarElement::kChars) break;
+    s.pop_back();
+    if (e.kind == GrammarElement::kEnd) continue;
+    // A reference: what follows it (none when it ends the alternative), then the rule.
+    if (g_->elements[static_cast<size_t>(top) + 1].kind != GrammarElement::kEnd) s.push_back(top + 1);
+    const auto& alts = g_->alternatives[static_cast<size_t>(e.rule)];
+    for (size_t a = 1; a < alts.size(); ++a) {
+      Stack other = s;
+      other.push_back(alts[a]);
+      expand(std::move(other), out);
+    }
+    s.push_back(alts[0]);
+  }
+  out->push_back(std::move(s));
+}
+
+void GrammarMatcher::advance_cp(const std::vector<Stack>& in, uint32_t cp, std::vector<Stack>* out) const {
+  out->clear();
+  for (const Stack& s : in) {
+    if (s.empty() || !g_->elements[static_cast<size_t>(s.back())].matches(cp)) continue;
+    Stack next = s;
+    ++next.back();
+    expand(std::move(next), out);
+  }
+  if (out->size() > 1) {
+    std::sort(out->begin(), out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
+  }
+}
+
+namespace {
+size_t utf8_need(uint8_t lead) {
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return 2;
+  if (lead >= 0xE0 && lead <= 0xEF) return 3;
+  if (lead >= 0xF0 && lead <= 0xF4) return 4;
+  return 0;  // a continuation byte or an invalid lead
+}
+}  // namespace
+
+bool GrammarMatcher::feed(const State& in, uint8_t b, State* out) const {
+  const size_t have = in.partial.size();
+  const uint8_t lead = have ? static_cast<uint8_t>(in.partial[0]) : b;
+  const size_t need = utf8_need(lead);
+  if (need == 0 || (have > 0 && (b & 0xC0) != 0x80)) return false;
+  if (have + 1 < need) {  // still incomplete: some completion must be acceptable
+    std::string p = in.partial;
+    p.push_back(static_cast<char>(b));
+    uint32_t lo = lead & (0xFF >> (need + 1)), hi = lo;
+    for (size_t k = 1; k < need; ++k) {
+      const uint32_t c = k < p.size() ? static_cast<uint8_t>(p[k]) & 0x3F : 0;
+      lo = lo << 6 | c;
+      hi = hi << 6 | (k < p.size() ? c : 0x3F);
+    }
+    // The shortest form of each length is not overlong, and nothing is past U+10FFFF.
+    constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    lo = std::max(lo, kMin[need]);
+    hi = std::min<uint32_t>(hi, 0x10FFFF);
+    if (lo > hi) return false;
+    bool any = false;
+    for (const Stack& s : in.stacks)
+      any = any || (!s.empty() && g_->elements[static_cast<size_t>(s.back())].matches_any(lo, hi));
+    if (!any) return false;
+    out->stacks = in.stacks;
+    out->partial = std::move(p);
+    return true;
+  }
+  std::string p = in.partial;
+  p.push_back(static_cast<char>(b));
+  size_t i = 0;
+  const uint32_t cp = unicode::next_cp(p, i);
+  if (cp == unicode::kInvalid || i != p.size()) return false;  // overlong, a surrogate, past U+10FFFF
+  advance_cp(in.stacks, cp, &out->stacks);
+  out->partial.clear();
+  return !out->stacks.empty();
+}
+
+std::string GrammarMatcher::key(const State& st) {
+  std::string k;
+  for (const Stack& s : st.stacks) {
+    const auto n = static_cast<uint32_t>(s.size());
+    k.append(reinterpret_cast<const char*>(&n), sizeof n);
+    k.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(int32_t));
+  }
+  k += '|';
+  k += st.partial;
+  return k;
+}
+
+int32_t GrammarMatcher::intern(State st) {
+  std::string k = key(st);
+  auto it = ids_.find(k);
+  if (it != ids_.end()) return it->second;
+  auto n = std::make_unique<Node>();
+  n->complete = st.partial.empty() && std::any_of(st.stacks.begin(), st.stacks.end(), [](const Stack& x) { return x.empty(); });
+  n->st = std::move(st);
+  next_.resize(next_.size() + 256, -2);
+  const auto id = static_cast<int32_t>(nodes_.size());
+  nodes_.push_back(std::move(n));
+  ids_.emplace(std::move(k), id);
+  return id;
+}
+
+int32_t GrammarMatcher::step(int32_t id, uint8_t b) {
+  const size_t at = static_cast<size_t>(id) * 256 + b;
+  int32_t r = next_[at];
+  if (r != -2) return r;
+  State out;
+  r = feed(nodes_[static_cast<size_t>(id)]->st, b, &out) ? intern(std::move(out)) : -1;
+  next_[at] = r;  // (intern may have grown next_)
+  return r;
+}
+
+// Interned states and masks grow with the text (a counted repetition gives a state per count):
+// past a bound they are dropped, and the current state is interned again.
+void GrammarMatcher::trim() {
+  constexpr size_t kMaxStates = 1 << 14, kMaxMasks = 64;
+  if (n_masks_ > kMaxMasks) {
+    for (auto& n : nodes_) n->mask.reset();
+    n_masks_ = 0;
+  }
+  if (nodes_.size() <= kMaxStates || cur_ < 0) return;
+  State keep = std::move(nodes_[static_cast<size_t>(cur_)]->st);
+  nodes_.clear();
+  next_.clear();
+  ids_.clear();
+  n_masks_ = 0;
+  cur_ = intern(std::move(keep));
+}
+
+bool GrammarMatcher::complete() const { return cur_ >= 0 && nodes_[static_cast<size_t>(cur_)]->complete; }
+
+bool GrammarMatcher::canonical(const State& st, State* out) const {
+  constexpr auto kShort = static_cast<int32_t>(TokenTrie::kShortBytes);
+  bool moved = false;
+  *out = st;
+  for (Stack& s : out->stacks)
+    for (int32_t& p : s) {
+      const int32_t r = elem_rule_[static_cast<size_t>(p)];
+      const auto [c, j] = g_->chain_of[static_cast<size_t>(r)];
+      if (c < 0 || j <= kShort) continue;
+      // Both rules' first alternatives: the item, then a reference to the next rule of the chain.
+      const int32_t to = g_->chains[static_cast<size_t>(c)][static_cast<size_t>(kShort)];
+      p = g_->alternatives[static_cast<size_t>(to)][0] + elem_off_[static_cast<size_t>(p)];
+      moved = true;
+    }
+  if (moved) {
+    std::sort(out->stacks.begin(), out->stacks.end());
+    out->stacks.erase(std::unique(out->stacks.begin(), out->stacks.end()), out->stacks.end());
+  }
+  return moved;
+}
+
+
+void GrammarMatcher::walk(int32_t node, int32_t id, std::vector<uint8_t>* mask) {
+  for (const auto& [b, child] : vocab_->nodes()[static_cast<size_t>(node)].children) {
+    const int32_t next = step(id, b);
+    if (next < 0) continue;
+    for (const int32_t t : vocab_->nodes()[static_cast<size_t>(child)].tokens) (*mask)[static_cast<size_t>(t)] = 1;
+    walk(child, next, mask);
+  }
+}
+
+Expected<const std::vector<uint8_t>*> GrammarMatcher::allowed() {
+  if (cur_ < 0) return Error(KESTREL_ERR_INTERNAL, "grammar: the text has already left the grammar");
+  if (!vocab_) return Error(KESTREL_ERR_INTERNAL, "grammar: a matcher of text only has no token masks");
+  if (!nodes_[static_cast<size_t>(cur_)]->mask) trim();
+  return mask_of(cur_);
+}
+
+const std::vector<uint8_t>* GrammarMatcher::mask_of(int32_t id) {
+  if (nodes_[static_cast<size_t>(id)]->mask) return nodes_[static_cast<size_t>(id)]->mask.get();
+  const auto n_vocab = static_cast<size_t>(vocab_->n_vocab());
+  std::unique_ptr<std::vector<uint8_t>> mask;
+  State c;
+  if (canonical(nodes_[static_cast<size_t>(id)]->st, &c)) {
+    // The canonical state's mask (its counts are small: it walks), then the long tokens checked
+    // from this state.
+    mask = std::make_unique<std::vector<uint8_t>>(*mask_of(intern(std::move(c))));
+    for (const int32_t t : vocab_->long_tokens()) {  // through the transition table: the states
+      int32_t at = id;                                // a long run of one byte passes recur
+      for (const char ch : vocab_->piece(t))
+        if ((at = step(at, static_cast<uint8_t>(ch))) < 0) break;
+      (*mask)[static_cast<size_t>(t)] = at >= 0 ? 1 : 0;
+    }
+  } else {
+    mask = std::make_unique<std::vector<uint8_t>>(n_vocab, 0);
+    walk(0, id, mask.get());
+  }
+  for (const int32_t t : vocab_->eog()) (*mask)[static_cast<size_t>(t)] = nodes_[static_cast<size_t>(id)]->complete ? 1 : 0;
+  nodes_[static_cast<size_t>(id)]->mask = std::move(mask);
+  ++n_masks_;
+  return nodes_[static_cast<size_t>(id)]->mask.get();
+}
+
+Status GrammarMatcher::accept(int32_t token) {
+  if (cur_ < 0) return Error(KESTREL_ERR_INTERNAL, "grammar: the text has already left the grammar");
+  if (!vocab_ || token < 0 || token >= vocab_->n_vocab())
+    return Error(KESTREL_ERR_OUT_OF_RANGE, "grammar: token " + std::to_string(token) + " is outside the vocabulary");
+  if (vocab_->is_eog(token)) {
+    if (complete()) return Status::Ok();
+  } else if (!vocab_->piece(token).empty() && accept_text(vocab_->piece(token))) {
+    return Status::Ok();
+  }
+  cur_ = -1;
+  return Error(KESTREL_ERR_INVALID_ARGUMENT, "grammar: token " + std::to_string(token) + " is not allowed here");
+}
+
+bool GrammarMatcher::accept_text(const std::string& bytes) {
+  if (cur_ < 0) return false;
+  trim();
+  for (const char ch : bytes) {
+    cur_ = step(cur_, static_cast<uint8_t>(ch));
+    if (cur_ < 0) return false;
+  }
+  return true;
+}
+
+bool GrammarMatcher::would_accept(const std::string& bytes, bool complete) const {
+  if (cur_ < 0) return false;
+  State st = nodes_[static_cast<size_t>(cur_)]->st, next;
+  for (const char ch : bytes) {
+    if (!feed(st, static_cast<uint8_t>(ch), &next)) return false;
+    std::swap(st, next);
+  }
+  if (!complete) return true;
+  if (!st.partial.empty()) return false;
+  for (const Stack& s : st.stacks)
+    if (s.empty()) return true;
+  return false;
+}
+
+Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok) {
+  auto g = parse_grammar(gbnf);
+  KS_RETURN_IF_ERROR(g.status());
+  return std::make_shared<GrammarMatcher>(std::make_shared<const Grammar>(std::move(g.value())), TokenTrie::of(tok));
+}
+
+}  // namespace kestrel
