@@ -74,14 +74,15 @@ int main(void) {
   STRUCT(kestrel_spec_stats, n_accepted,
          FIELD(kestrel_spec_stats, struct_size) FIELD(kestrel_spec_stats, n_steps)
          FIELD(kestrel_spec_stats, n_drafted) FIELD(kestrel_spec_stats, n_accepted))
-  STRUCT(kestrel_generate_options, n_stop_strings,
+  STRUCT(kestrel_generate_options, json_schema,
          FIELD(kestrel_generate_options, struct_size) FIELD(kestrel_generate_options, max_tokens)
          FIELD(kestrel_generate_options, add_special) FIELD(kestrel_generate_options, parse_special)
          FIELD(kestrel_generate_options, stop_at_eog) FIELD(kestrel_generate_options, sampling)
          FIELD(kestrel_generate_options, on_token) FIELD(kestrel_generate_options, user)
          FIELD(kestrel_generate_options, speculative) FIELD(kestrel_generate_options, draft)
          FIELD(kestrel_generate_options, spec_stats) FIELD(kestrel_generate_options, stop_strings)
-         FIELD(kestrel_generate_options, n_stop_strings))
+         FIELD(kestrel_generate_options, n_stop_strings) FIELD(kestrel_generate_options, grammar)
+         FIELD(kestrel_generate_options, json_schema))
   STRUCT(kestrel_engine_options, kv_type,
          FIELD(kestrel_engine_options, struct_size) FIELD(kestrel_engine_options, n_ctx)
          FIELD(kestrel_engine_options, n_parallel) FIELD(kestrel_engine_options, n_batch)
@@ -92,12 +93,13 @@ int main(void) {
          FIELD(kestrel_request_result, status) FIELD(kestrel_request_result, n_prompt)
          FIELD(kestrel_request_result, n_cached) FIELD(kestrel_request_result, n_generated)
          FIELD(kestrel_request_result, n_drafted) FIELD(kestrel_request_result, n_accepted))
-  STRUCT(kestrel_request, speculative,
+  STRUCT(kestrel_request, json_schema,
          FIELD(kestrel_request, struct_size) FIELD(kestrel_request, prompt) FIELD(kestrel_request, n_prompt)
          FIELD(kestrel_request, max_tokens) FIELD(kestrel_request, sampling) FIELD(kestrel_request, stop_at_eog)
          FIELD(kestrel_request, stop_tokens) FIELD(kestrel_request, n_stop_tokens)
          FIELD(kestrel_request, stop_strings) FIELD(kestrel_request, n_stop_strings)
          FIELD(kestrel_request, on_token) FIELD(kestrel_request, on_logits) FIELD(kestrel_request, on_done)
-         FIELD(kestrel_request, user) FIELD(kestrel_request, speculative))
+         FIELD(kestrel_request, user) FIELD(kestrel_request, speculative) FIELD(kestrel_request, grammar)
+         FIELD(kestrel_request, json_schema))
   return 0;
 }

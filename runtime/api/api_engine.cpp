@@ -119,6 +119,9 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
     const kestrel::Status stops = kestrel::api::to_stop_strings("kestrel_submit", r.stop_strings, r.n_stop_strings,
                                                                 &spec.stop_strings);
     if (!stops.ok()) return fail(stops);
+    const kestrel::Status gst = kestrel::api::to_grammar("kestrel_submit", r.grammar, r.json_schema,
+                                                         engine->sched->model().tokenizer(), &spec.grammar);
+    if (!gst.ok()) return fail(gst);
     void* user = r.user;
     if (r.on_token) {
       kestrel_token_fn fn = r.on_token;

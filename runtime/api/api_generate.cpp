@@ -4,6 +4,8 @@
 #include "api/handles.h"
 #include "engine/generate.h"
 #include "engine/stop_strings.h"
+#include "sampling/grammar_matcher.h"
+#include "sampling/json_schema.h"
 #include "tokenizer/unicode.h"
 
 using kestrel::api::fail;
@@ -20,6 +22,23 @@ Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::ve
       return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": stop string " + std::to_string(i) + " is not valid UTF-8");
     out->emplace_back(in[i]);
   }
+  return Status::Ok();
+}
+
+Status to_grammar(const char* fn, const char* grammar, const char* json_schema, const Tokenizer& tok,
+                  std::shared_ptr<GrammarMatcher>* out) {
+  if (grammar && json_schema)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": grammar and json_schema are both set (one at most)");
+  if (!grammar && !json_schema) return Status::Ok();
+  std::string gbnf;
+  if (json_schema) {
+    auto g = json_schema_to_gbnf(json_schema);
+    if (!g.ok()) return Error(g.status().code(), std::string(fn) + ": " + g.status().message());
+    gbnf = std::move(g.value());
+  }
+  auto m = make_grammar_matcher(grammar ? std::string_view(grammar) : std::string_view(gbnf), tok);
+  if (!m.ok()) return Error(m.status().code(), std::string(fn) + ": " + m.status().message());
+  *out = std::move(m.value());
   return Status::Ok();
 }
 }  // namespace kestrel::api
@@ -66,6 +85,10 @@ kestrel_status kestrel_generate(kestrel_context* ctx, const char* prompt, const 
 
     const kestrel::Model& model = ctx->ctx->model();
     const kestrel::Tokenizer& tok = model.tokenizer();
+    std::shared_ptr<kestrel::GrammarMatcher> grammar;
+    st = kestrel::api::to_grammar("kestrel_generate", o.grammar, o.json_schema, tok, &grammar);
+    if (!st.ok()) return fail(st);
+    sampler.set_grammar(std::move(grammar));
     auto ids = tok.tokenize(prompt, o.add_special, o.parse_special);
     if (!ids.ok()) return fail(ids.status());
     if (ids->empty()) return fail(KESTREL_ERR_INVALID_ARGUMENT, "kestrel_generate: the prompt has no tokens");

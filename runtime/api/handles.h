@@ -7,6 +7,7 @@
 #include "engine/context.h"
 #include "kestrel.h"
 #include "model/model.h"
+#include "sampling/grammar_matcher.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
 #include "tokenizer/tokenizer.h"
@@ -37,4 +38,7 @@ Status to_kv_type(int32_t in, const char* where, DType* out);
 void write_spec_stats(const SpecStats& s, kestrel_spec_stats* out);
 // A caller's (strings, n) stop-string array, copied; a NULL array or entry is an error naming fn.
 Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::vector<std::string>* out);
+// The matcher of a grammar or a JSON schema (at most one; both NULL: *out stays null).
+Status to_grammar(const char* fn, const char* grammar, const char* json_schema, const Tokenizer& tok,
+                  std::shared_ptr<GrammarMatcher>* out);
 }

@@ -8,9 +8,7 @@
  *   if (kestrel_model_load("model.gguf", &mo, &model) != KESTREL_OK) {
  *     fprintf(stderr, "%s\n", kestrel_last_error()); return 1;
  *   }
- *   kestrel_context *ctx = NULL;
- *   kestrel_context_options co; kestrel_context_options_init(&co);
- *   kestrel_context_new(model, &co, &ctx);
+ *   kestrel_context *ctx = NULL; kestrel_context_new(model, NULL, &ctx);  // NULL: default options
  *   kestrel_generate_options go; kestrel_generate_options_init(&go);
  *   go.max_tokens = 64; go.on_token = print_piece;   // streamed UTF-8 pieces
  *   kestrel_generate(ctx, "Once upon a time", &go, NULL);
@@ -19,9 +17,8 @@
  * Contract:
  * - Every function that can fail returns a kestrel_status; on failure a message naming the
  *   offending thing is available from kestrel_last_error() on the same thread.
- * - Nothing aborts or throws across this boundary.
- * - Options structs begin with struct_size; fill them with the matching *_init() first and pass
- *   them by pointer. Passing NULL means "defaults".
+ * - Nothing aborts or throws across this boundary. Options structs begin with struct_size; fill
+ *   them with the matching *_init() first and pass them by pointer (NULL means "defaults").
  * - Caller buffers are (buf, cap, *len): *len receives the full size needed; if cap is too small
  *   the call returns KESTREL_ERR_BUFFER_TOO_SMALL and writes nothing past cap. Text is written
  *   NUL-terminated and *len counts its bytes without the NUL (as snprintf): cap must be > *len.
@@ -52,8 +49,8 @@
 extern "C" {
 #endif
 
-/* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type in context/engine options */
-#define KESTREL_API_VERSION 5
+/* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type; 6: grammar, json_schema */
+#define KESTREL_API_VERSION 6
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -79,8 +76,7 @@ KESTREL_API uint32_t kestrel_api_version(void); /* KESTREL_API_VERSION of the li
 
 /* ---- logging ----------------------------------------------------------------------------- */
 typedef enum kestrel_log_level {
-  KESTREL_LOG_DEBUG = 0, KESTREL_LOG_INFO = 1, KESTREL_LOG_WARN = 2, KESTREL_LOG_ERROR = 3, KESTREL_LOG_NONE = 4
-} kestrel_log_level;
+  KESTREL_LOG_DEBUG, KESTREL_LOG_INFO, KESTREL_LOG_WARN, KESTREL_LOG_ERROR, KESTREL_LOG_NONE } kestrel_log_level;
 typedef void (*kestrel_log_fn)(kestrel_log_level level, const char *message, void *user);
 /* Route log lines at or above min_level to fn (NULL: stderr, the default). Process-wide. */
 KESTREL_API void kestrel_log_set(kestrel_log_fn fn, void *user, kestrel_log_level min_level);
@@ -301,6 +297,9 @@ typedef struct kestrel_generate_options {
   kestrel_spec_stats *spec_stats;          /* optional: what speculation did */
   const char *const *stop_strings; /* text ends before the first match (held back until sure) */
   int32_t n_stop_strings;
+  /* API 6, docs/GRAMMAR.md: only text a GBNF grammar (rule "root") or a JSON Schema allows; at
+   * most one (NULL: none). What cannot compile or be enforced fails the call, naming it. */
+  const char *grammar, *json_schema;
 } kestrel_generate_options;
 
 KESTREL_API void kestrel_generate_options_init(kestrel_generate_options *opts);
@@ -369,6 +368,7 @@ typedef struct kestrel_request {
   kestrel_done_fn on_done;     /* once, at the end; then the request is forgotten (no wait) */
   void *user;
   const kestrel_spec_options *speculative; /* NULL: the engine's default */
+  const char *grammar, *json_schema; /* API 6: as kestrel_generate_options' (compiled here) */
 } kestrel_request;
 
 KESTREL_API void kestrel_engine_options_init(kestrel_engine_options *opts);

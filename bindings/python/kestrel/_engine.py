@@ -181,6 +181,8 @@ class Engine:
         stop: Sequence[str] = (),
         stop_tokens: Sequence[int] = (),
         stop_at_eog: bool = True,
+        grammar: Optional[str] = None,
+        json_schema: Optional[str] = None,
     ) -> RequestStream:
         """Queues a request for ``prompt`` (token ids) and returns its event stream."""
         req = new_options(S.Request)
@@ -202,6 +204,14 @@ class Engine:
             req.stop_strings = ctypes.cast(strs, ctypes.POINTER(ctypes.c_char_p))
             req.n_stop_strings = len(stop)
             keep.append(strs)
+        if grammar is not None:
+            g = grammar.encode("utf-8")
+            req.grammar = g
+            keep.append(g)
+        if json_schema is not None:
+            js = json_schema.encode("utf-8")
+            req.json_schema = js
+            keep.append(js)
         req.on_token = _ON_TOKEN
         req.on_done = _ON_DONE
         key = next(_keys)

@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 #: The API version these mirrors were written for (``KESTREL_API_VERSION``).
-API_VERSION = 5
+API_VERSION = 6
 
 c_token = c_int32
 c_enum = c_int  # C enums with values in int range are int-sized on every ABI we target
@@ -222,6 +222,8 @@ class GenerateOptions(Structure):
         ("spec_stats", POINTER(SpecStats)),
         ("stop_strings", POINTER(c_char_p)),
         ("n_stop_strings", c_int32),
+        ("grammar", c_char_p),  # API 6
+        ("json_schema", c_char_p),
     ]
 
 
@@ -277,6 +279,8 @@ class Request(Structure):
         ("on_done", DoneFn),
         ("user", c_void_p),
         ("speculative", POINTER(SpecOptions)),
+        ("grammar", c_char_p),  # API 6
+        ("json_schema", c_char_p),
     ]
 
 

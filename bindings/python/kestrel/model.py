@@ -262,13 +262,24 @@ class Model:
         stop_at_eog: bool = True,
         add_special: bool = True,
         parse_special: bool = False,
+        grammar: Optional[str] = None,
+        json_schema: Union[str, dict[str, Any], bool, None] = None,
         **sampling: Any,
     ) -> RequestStream:
         tokens = self.tokenize(prompt, add_special, parse_special) if isinstance(prompt, str) else list(prompt)
         so, keep = sampler_options(**sampling)  # temperature, top_k, ..., seed, logit_bias
         stops = [stop] if isinstance(stop, str) else list(stop or ())
+        schema = json_schema if json_schema is None or isinstance(json_schema, str) else json.dumps(json_schema)
         return self.engine().submit(
-            tokens, so, keep, max_tokens=max_tokens, stop=stops, stop_tokens=list(stop_tokens), stop_at_eog=stop_at_eog
+            tokens,
+            so,
+            keep,
+            max_tokens=max_tokens,
+            stop=stops,
+            stop_tokens=list(stop_tokens),
+            stop_at_eog=stop_at_eog,
+            grammar=grammar,
+            json_schema=schema,
         )
 
     def submit(self, prompt: Prompt, max_tokens: int = 128, **options: Any) -> RequestStream:
@@ -288,7 +299,9 @@ class Model:
         ``repeat_penalty``, ``presence_penalty``, ``frequency_penalty``, ``penalty_last_n``,
         ``seed`` (None: random), ``logit_bias`` ({token: bias}), ``stop`` (strings: the text
         ends before the first match), ``stop_tokens``, ``stop_at_eog`` (default True),
-        ``add_special``, ``parse_special``. Greedy output equals ``kestrel run --temp 0``.
+        ``add_special``, ``parse_special``, ``grammar`` (GBNF text) or ``json_schema`` (a dict
+        or its JSON text): only text the grammar or schema allows is generated (docs/GRAMMAR.md;
+        a keyword that cannot be enforced raises). Greedy output equals ``kestrel run --temp 0``.
 
         Safe to call from several threads at once: their requests are batched together.
         """

@@ -259,3 +259,33 @@ class ThreadsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StructuredOutputTest(unittest.TestCase):
+    SCHEMA = {
+        "type": "object",
+        "properties": {"mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "minimum": 0}},
+        "required": ["mood", "n"],
+        "additionalProperties": False,
+    }
+
+    def test_json_schema_gives_json_valid_under_it(self) -> None:
+        import json
+
+        m = shared_stories()
+        for temperature, seed in ((0, 0), (1.0, 5)):
+            with self.subTest(temperature=temperature):
+                text = m.generate(PROMPT, max_tokens=300, temperature=temperature, seed=seed, json_schema=self.SCHEMA)
+                value = json.loads(text)
+                self.assertEqual(list(value), ["mood", "n"])
+                self.assertIn(value["mood"], ("happy", "sad"))
+                self.assertIsInstance(value["n"], int)
+                self.assertGreaterEqual(value["n"], 0)
+
+    def test_grammar_and_refusals(self) -> None:
+        m = shared_stories()
+        text = m.generate(PROMPT, max_tokens=40, temperature=0.8, seed=2, grammar='root ::= " and " ("Lily" | "Ben") "."')
+        self.assertIn(text, (" and Lily.", " and Ben."))
+        with self.assertRaises(kestrel.KestrelError) as e:
+            m.generate(PROMPT, max_tokens=4, json_schema={"type": "string", "pattern": "a+"})
+        self.assertIn("'pattern'", str(e.exception))

@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_void};
 
 /// `KESTREL_API_VERSION` of the header these declarations mirror.
-pub const KESTREL_API_VERSION: u32 = 5;
+pub const KESTREL_API_VERSION: u32 = 6;
 
 /// A token id.
 pub type kestrel_token = i32;
@@ -199,6 +199,8 @@ pub struct kestrel_generate_options {
     pub spec_stats: *mut kestrel_spec_stats,
     pub stop_strings: *const *const c_char,
     pub n_stop_strings: i32,
+    pub grammar: *const c_char, // API 6
+    pub json_schema: *const c_char,
 }
 
 /// `struct kestrel_engine_options`.
@@ -248,4 +250,6 @@ pub struct kestrel_request {
     pub on_done: kestrel_done_fn,
     pub user: *mut c_void,
     pub speculative: *const kestrel_spec_options,
+    pub grammar: *const c_char, // API 6
+    pub json_schema: *const c_char,
 }

@@ -64,7 +64,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
         layout!(kestrel_spec_stats { struct_size, n_steps, n_drafted, n_accepted }),
         layout!(kestrel_generate_options {
             struct_size, max_tokens, add_special, parse_special, stop_at_eog, sampling, on_token, user, speculative,
-            draft, spec_stats, stop_strings, n_stop_strings
+            draft, spec_stats, stop_strings, n_stop_strings, grammar, json_schema
         }),
         layout!(kestrel_engine_options {
             struct_size, n_ctx, n_parallel, n_batch, n_threads, draft_model, speculative, kv_type
@@ -74,7 +74,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
         }),
         layout!(kestrel_request {
             struct_size, prompt, n_prompt, max_tokens, sampling, stop_at_eog, stop_tokens, n_stop_tokens, stop_strings,
-            n_stop_strings, on_token, on_logits, on_done, user, speculative
+            n_stop_strings, on_token, on_logits, on_done, user, speculative, grammar, json_schema
         }),
     ]
     .into_iter()
