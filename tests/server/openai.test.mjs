@@ -219,6 +219,66 @@ await test('load: 300 requests, 32 at a time, some dropped mid-stream', async ()
   console.log(`     ${ok} ok, ${aborted} dropped by the client, prefix hit rate ${await metric('prefix_cache_hit_rate')}`);
 });
 
+await test('structured output: response_format json_schema and json_object, plain and streamed; refusals', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      title: { type: 'string', maxLength: 12 },
+      pets: { type: 'array', maxItems: 2, items: { type: 'object', properties: { kind: { enum: ['cat', 'dog'] }, age: { type: 'integer', minimum: 0 } },
+                                                   required: ['kind', 'age'], additionalProperties: false } },
+      done: { type: 'boolean' },
+    },
+    required: ['title', 'pets', 'done'],
+    additionalProperties: false,
+  };
+  const valid = (text) => {
+    const j = JSON.parse(text);
+    assert.deepEqual(Object.keys(j), ['title', 'pets', 'done']);
+    assert.equal(typeof j.title, 'string');
+    assert.ok([...j.title].length <= 12);
+    assert.ok(Array.isArray(j.pets) && j.pets.length <= 2);
+    for (const p of j.pets) {
+      assert.deepEqual(Object.keys(p), ['kind', 'age']);
+      assert.ok(['cat', 'dog'].includes(p.kind));
+      assert.ok(Number.isInteger(p.age) && p.age >= 0);
+    }
+    assert.equal(typeof j.done, 'boolean');
+  };
+  const response_format = { type: 'json_schema', json_schema: { name: 'story', strict: true, schema } };
+  for (const [temperature, seed] of [[0, 0], [1, 7], [1.3, 8]]) {
+    const r = await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Tell me' }],
+                                                     temperature, seed, max_tokens: 400, response_format });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    valid(r.choices[0].message.content);
+  }
+  const s = await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Tell me' }],
+                                                   temperature: 0, max_tokens: 400, response_format, stream: true });
+  let text = '';
+  for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
+  valid(text);
+  const o = await client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Hi' }], temperature: 0.7,
+                                                   seed: 3, max_tokens: 400, response_format: { type: 'json_object' } });
+  // Any object may run past max_tokens (finish 'length', cut as OpenAI cuts it); ended, it parses.
+  const otext = o.choices[0].message.content;
+  assert.ok(otext.trimStart().startsWith('{'));
+  if (o.choices[0].finish_reason === 'stop') {
+    const obj = JSON.parse(otext);
+    assert.ok(typeof obj === 'object' && !Array.isArray(obj) && obj !== null);
+  } else {
+    assert.equal(o.choices[0].finish_reason, 'length');
+  }
+  // llama.cpp's "grammar" field, on completions.
+  const g = await post('/v1/completions', { prompt: 'Once', temperature: 0, max_tokens: 40, grammar: 'root ::= " upon a " ("time" | "hill")' });
+  assert.equal(g.status, 200);
+  assert.match((await g.json()).choices[0].text, /^ upon a (time|hill)$/);
+  // What cannot be enforced is a 400 naming it, never unconstrained text.
+  const bad = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], response_format: {
+    type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^a+$' } } } } } });
+  const e = await expectError(bad, 400, 'response_format');
+  assert.match(e.message, /'pattern'/);
+  await expectError(await post('/v1/completions', { prompt: 'x', grammar: 'root ::= nothing' }), 400, undefined);
+});
+
 await test('the web page is served', async () => {
   const r = await fetch(base + '/');
   assert.equal(r.status, 200);

@@ -165,7 +165,14 @@ TEST_CASE("every field's wrong types and values are a 400 naming it") {
       // Features we do not implement are refused by name, not ignored.
       {R"("tools":[{"type":"function","function":{"name":"f"}}])", "tools"}, {R"("tools":"x")", "tools"},
       {R"("tool_choice":"required")", "tool_choice"}, {R"("functions":[{"name":"f"}])", "functions"},
-      {R"("response_format":{"type":"json_object"})", "response_format"}, {R"("logprobs":true)", "logprobs"},
+      {R"("response_format":{"type":"xml"})", "response_format.type"}, {R"("logprobs":true)", "logprobs"},
+      {R"("response_format":"json")", "response_format"}, {R"("response_format":{"type":"json_schema"})", "response_format.json_schema"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"schema":5}})", "response_format.json_schema.schema"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"schema":{},"strict":"yes"}})", "response_format.json_schema.strict"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"schema":{},"extra":1}})", "response_format.json_schema.extra"},
+      {R"("response_format":{"type":"json_object","extra":1})", "response_format.extra"},
+      {R"("grammar":5)", "grammar"}, {R"("grammar":"")", "grammar"},
+      {R"("grammar":"root ::= \"a\"","response_format":{"type":"json_object"})", "grammar"},
       {R"("top_logprobs":3)", "top_logprobs"}, {R"("echo":true)", "echo"}, {R"("best_of":2)", "best_of"},
       {R"("suffix":"x")", "suffix"}, {R"("modalities":["audio"])", "modalities"}, {R"("audio":{})", "audio"},
   };
@@ -223,6 +230,8 @@ TEST_CASE("null, absent, off values and caller tags are accepted; unknown fields
                      &r)
                     .has_value());
   CHECK(r.params.max_tokens == 10);
+  CHECK(r.params.json_schema.empty());
+  CHECK(r.params.grammar.empty());
   CHECK(r.params.sampling.seed == UINT64_MAX);
   CHECK(r.params.stop == std::vector<std::string>{"x"});  // an empty stop string stops nothing
   CHECK(r.params.stream);
@@ -233,6 +242,16 @@ TEST_CASE("null, absent, off values and caller tags are accepted; unknown fields
                     .has_value());
   const auto msgs = nlohmann::json::parse(r.messages_json);
   CHECK(msgs[0]["content"] == "ab");
+  // Structured output reaches the request as a schema or a grammar (compiled by the library).
+  REQUIRE_FALSE(chat(chat_with(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,)"
+                               R"("schema":{"type":"object","properties":{"a":{"type":"integer"}}}}})"),
+                     &r)
+                    .has_value());
+  CHECK(nlohmann::json::parse(r.params.json_schema) == nlohmann::json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}}})"));
+  REQUIRE_FALSE(chat(chat_with(R"("response_format":{"type":"json_object"})"), &r).has_value());
+  CHECK(nlohmann::json::parse(r.params.json_schema) == nlohmann::json::parse(R"({"type":"object"})"));
+  REQUIRE_FALSE(chat(chat_with(R"("grammar":"root ::= \"yes\"")"), &r).has_value());
+  CHECK(r.params.grammar == "root ::= \"yes\"");
   CHECK(msgs[1]["name"] == "n");
   REQUIRE_FALSE(completion(R"({"prompt":["once"],"max_tokens":3,"logprobs":0,"echo":false,"best_of":1})", &r).has_value());
   CHECK(r.prompt == "once");

@@ -117,6 +117,8 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedR
   r.sampling = &gp.sampling;
   r.stop_strings = stops.data();
   r.n_stop_strings = static_cast<int32_t>(stops.size());
+  r.grammar = gp.grammar.empty() ? nullptr : gp.grammar.c_str();
+  r.json_schema = gp.json_schema.empty() ? nullptr : gp.json_schema.c_str();
   r.on_token = on_piece;
   r.on_done = on_finished;
   r.user = ref;
@@ -136,6 +138,8 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedR
     case KESTREL_ERR_CANCELLED: return status_error(503, "The server is shutting down");
     case KESTREL_ERR_INVALID_ARGUMENT:
     case KESTREL_ERR_OUT_OF_RANGE: return library_error(400, "");
+    case KESTREL_ERR_UNSUPPORTED:  // a schema keyword the grammar cannot enforce: refused, never ignored
+      return library_error(400, gp.json_schema.empty() ? "grammar" : "response_format");
     default:
       std::fprintf(stderr, "kestrel serve: submit failed: %s: %s\n", kestrel_status_name(st), kestrel_last_error());
       return status_error(st == KESTREL_ERR_OUT_OF_MEMORY ? 503 : 500,

@@ -96,7 +96,6 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
       {"functions", {json::array()}, "function calling"},
       {"tool_choice", {"none", "auto"}, "tool calling"},
       {"function_call", {"none", "auto"}, "function calling"},
-      {"response_format", {json{{"type", "text"}}}, "structured output (only {\"type\": \"text\"})"},
       {"logprobs", {false, 0}, "log probabilities"},
       {"top_logprobs", {0}, "log probabilities"},
       {"echo", {false}, "echoing the prompt"},
@@ -119,7 +118,7 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
   static const std::vector<std::string> kRead = {
       "model", "messages", "prompt", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "top_k", "seed", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options",
-      "stop", "logit_bias", "user", "metadata"};
+      "stop", "logit_bias", "user", "metadata", "response_format", "grammar"};
   for (const auto& [key, value] : b.items()) {
     bool known = std::find(kRead.begin(), kRead.end(), key) != kRead.end();
     for (const Field& f : kFields) known = known || key == f.key;
@@ -177,6 +176,45 @@ std::optional<ApiError> parse_logit_bias(const json& lb, int32_t n_vocab, GenPar
   if (n_vocab > 0 && n_banned == static_cast<size_t>(n_vocab))
     return bad("logit_bias", "'logit_bias' bans every token (-100 for all " + std::to_string(n_vocab) +
                                  "): nothing is left to sample");
+  return std::nullopt;
+}
+
+// response_format: text (nothing), json_object (any JSON object) or json_schema (its schema, which
+// the library compiles at submit); or llama.cpp's "grammar" (GBNF text). Not both.
+std::optional<ApiError> parse_response_format(const json& b, GenParams* p) {
+  const json& g = member(b, "grammar");
+  if (!g.is_null()) {
+    if (!g.is_string() || g.get_ref<const std::string&>().empty()) return bad("grammar", "'grammar' must be a non-empty GBNF string");
+    p->grammar = g.get<std::string>();
+  }
+  const json& rf = member(b, "response_format");
+  if (rf.is_null()) return std::nullopt;
+  const char* shape = "'response_format' must be an object with 'type' \"text\", \"json_object\" or \"json_schema\"";
+  if (!rf.is_object() || !member(rf, "type").is_string()) return bad("response_format", shape);
+  const std::string type = member(rf, "type").get<std::string>();
+  if (type == "text") return std::nullopt;
+  if (!p->grammar.empty()) return bad("grammar", "'grammar' and a JSON 'response_format' cannot both be given");
+  for (const auto& [k, v] : rf.items())
+    if (k != "type" && k != "json_schema")
+      return bad("response_format." + echoed(k), "'response_format." + echoed(k) + "' is not a field this server implements");
+  if (type == "json_object") {
+    p->json_schema = R"({"type": "object"})";
+    return std::nullopt;
+  }
+  if (type != "json_schema") return bad("response_format.type", shape);
+  const json& js = member(rf, "json_schema");
+  if (!js.is_object()) return bad("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+  for (const auto& [k, v] : js.items())
+    if (k != "name" && k != "schema" && k != "strict" && k != "description")
+      return bad("response_format.json_schema." + echoed(k),
+                 "'response_format.json_schema." + echoed(k) + "' is not a field this server implements");
+  const json& schema = member(js, "schema");
+  if (!schema.is_object() && !schema.is_boolean())
+    return bad("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object");
+  const json& strict = member(js, "strict");
+  if (!strict.is_null() && !strict.is_boolean())
+    return bad("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+  p->json_schema = json_text(schema);  // strict or not, the schema is enforced (or refused)
   return std::nullopt;
 }
 
@@ -265,6 +303,7 @@ std::optional<ApiError> parse_gen_params(const json& b, int32_t n_vocab, GenPara
   }
   if ((e = parse_stop(member(b, "stop"), &p.stop))) return e;
   if ((e = parse_logit_bias(member(b, "logit_bias"), n_vocab, &p))) return e;
+  if ((e = parse_response_format(b, &p))) return e;
   *out = std::move(p);
   return std::nullopt;
 }
@@ -306,6 +345,13 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
     GenRequest r;
     r.chat = chat;
     if (auto e = parse_gen_params(b, env.n_vocab, &r.params)) return e;
+    if (member(member(b, "response_format"), "type") == "json_schema") {
+      // The schema again, its properties in the order the client wrote them (json sorts keys;
+      // the reply's properties follow the schema's order).
+      const auto ordered = nlohmann::ordered_json::parse(body);
+      r.params.json_schema = ordered["response_format"]["json_schema"]["schema"].dump(
+          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    }
     if (chat) {
       if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
     } else {

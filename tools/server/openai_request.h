@@ -29,6 +29,10 @@ struct GenParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Constrained decoding (response_format json_object / json_schema, or llama.cpp's "grammar"):
+  // at most one is set; the library compiles it at submit (an unsupported keyword: 400).
+  std::string grammar;
+  std::string json_schema;
 };
 
 struct GenRequest {
