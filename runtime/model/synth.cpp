@@ -15,6 +15,11 @@ void add_metadata(gguf::Writer& w, const ArchDef& arch, const TinyConfig& config
   w.set("general.architecture", Value::make_string(arch.name));
   w.set("general.name", Value::make_string(std::string("kestrel-synth-") + config.name));
   for (const auto& [key, value] : config.kv) w.set(std::string(arch.name) + "." + key, value);
+  if (o.vocab_from) {
+    for (const gguf::KeyValue& kv : o.vocab_from->metadata())
+      if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, kv.value);
+    return;
+  }
   // A SentencePiece-style vocabulary: <unk>, <s>, </s>, then plain pieces.
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {2, 3, 3};
@@ -67,7 +72,7 @@ struct Rng {
 }  // namespace
 
 Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o) {
-  if (o.n_vocab < 4) return Error(KESTREL_ERR_INVALID_ARGUMENT, "synth: n_vocab must be >= 4");
+  if (o.n_vocab < 4 && !o.vocab_from) return Error(KESTREL_ERR_INVALID_ARGUMENT, "synth: n_vocab must be >= 4");
   gguf::Writer w;
   add_metadata(w, arch, config, o);
   auto meta = gguf::File::from_bytes(w.to_bytes(), std::string("<synth ") + config.name + ">");

@@ -19,6 +19,9 @@ struct SynthOptions {
   uint32_t seed = 1;
   int32_t n_vocab = 64;
   int n_threads = 1;  // threads that quantize the rows
+  // A real vocabulary: this file's tokenizer.* keys replace the synthetic one (and n_vocab), so
+  // that what depends on token text (grammars, the tokenizer) is measured at a real model's size.
+  const gguf::File* vocab_from = nullptr;
 };
 
 // A GGUF holding config's metadata and random weights (write() it or to_bytes() it).

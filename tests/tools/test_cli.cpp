@@ -74,6 +74,29 @@ TEST_CASE("kestrel run: stories260K greedy text equals llama.cpp's first 64 toke
   CHECK(r.out == expected);
 }
 
+TEST_CASE("kestrel run --json-schema / --grammar-file: structured output from the command line") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  Result r = run("run -m " + model + R"( -p 'Once' -n 200 --temp 0.9 --seed 3 --json-schema '{"type": "object", "properties": )"
+                 R"({"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false}')");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["ok"].is_boolean());
+  CHECK(j.size() == 1);
+  const std::string g = "/tmp/kestrel_cli_test.gbnf";
+  FILE* f = std::fopen(g.c_str(), "w");
+  REQUIRE(f);
+  std::fputs("root ::= \" upon a \" (\"hill\" | \"time\")\n", f);
+  std::fclose(f);
+  r = run("run -m " + model + " -p 'Once' -n 20 --temp 0 --grammar-file " + g);
+  REQUIRE(r.code == 0);
+  CHECK((r.out == " upon a time" || r.out == " upon a hill"));
+  const std::string err = "/tmp/kestrel_cli_test.err";
+  r = run("run -m " + model + " -p 'Once' -n 20 --json-schema '{\"type\": \"string\", \"pattern\": \"x\"}'", err);
+  CHECK(r.code != 0);
+  CHECK(kestrel::test::read_text_file(err).find("'pattern'") != std::string::npos);
+}
+
 TEST_CASE("kestrel eval prints the reference schema and matches llama.cpp") {
   const std::string model = testdata_file("models/stories260K-q8_0.gguf");
   const std::string ref_path = testdata_file("reference/stories260K-q8_0.short.json");

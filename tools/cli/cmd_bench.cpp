@@ -10,6 +10,7 @@
 // ("host read" or "device copy") and "bandwidth_gbs".
 // --draft MODEL | --spec ngram [--spec-k N] [--spec-prompt TEXT] adds speculative generation
 // against plain generation and the cost of a verification pass (bench_spec.cpp).
+// --grammar json|FILE adds generation under a grammar against plain generation (bench_grammar.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_grammar.h"
 #include "bench_roofline.h"
 #include "bench_spec.h"
 #include "common.h"
@@ -97,7 +99,7 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
 
 int cmd_bench(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions", "--spec-prompt"});
+  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions", "--spec-prompt", "--grammar"});
   opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
   opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
   Args a(argc, argv, opts, {"--json", "--per-op"});
@@ -221,6 +223,15 @@ int cmd_bench(int argc, char** argv) {
     sb.n_threads = co.n_threads;
     sb.k_verify = std::min(4, spec.opts.k_max);
     for (auto& j : bench_speculative(model.get(), draft.get(), sb, &rows)) results.push_back(j);
+  }
+  if (a.has("--grammar")) {
+    GrammarBench gb;
+    gb.spec = a.str("--grammar");
+    for (const auto& [tg, n] : tests)
+      if (tg) gb.n_gen = n;
+    gb.reps = reps;
+    gb.n_threads = co.n_threads;
+    results.push_back(bench_grammar(model.get(), gb, &rows));
   }
   // Where the time goes: one more run of each test, op by op.
   std::vector<std::pair<std::string, json>> per_op;

@@ -1,11 +1,21 @@
 // kestrel run: generate a continuation of a prompt, streamed to stdout (logs go to stderr).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "common.h"
 
 namespace kestrel::cli {
 namespace {
+
+std::string read_option_file(const std::string& option, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError("run: " + option + ": cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 bool print_piece(kestrel_token, const char* piece, size_t len, void*) {
   std::fwrite(piece, 1, len, stdout);
@@ -20,7 +30,7 @@ int cmd_run(int argc, char** argv) {
   opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
   opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
   opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "-c,--ctx-size"});
+  opts.insert(opts.end(), {"-p,--prompt", "-n,--n-predict", "-c,--ctx-size", "--grammar-file", "--json-schema"});
   Args a(argc, argv, opts, {"--no-add-special", "--parse-special"});
   // Every option is parsed before the (slow) load, so a typo fails at once.
   kestrel_context_options co;
@@ -37,6 +47,13 @@ int cmd_run(int argc, char** argv) {
   go.parse_special = a.has("--parse-special");
   go.sampling = &so;
   go.on_token = print_piece;
+  // Constrained decoding (docs/GRAMMAR.md): a GBNF file, or a JSON Schema (a file, or inline JSON).
+  if (a.has("--grammar-file") && a.has("--json-schema")) throw UsageError("run: --grammar-file and --json-schema exclude each other");
+  const std::string grammar = a.has("--grammar-file") ? read_option_file("--grammar-file", a.str("--grammar-file")) : "";
+  std::string schema = a.str("--json-schema");
+  if (!schema.empty() && schema[0] != '{') schema = read_option_file("--json-schema", schema);
+  go.grammar = grammar.empty() ? nullptr : grammar.c_str();
+  go.json_schema = schema.empty() ? nullptr : schema.c_str();
   a.required("--model");
   const std::string prompt = a.has("--prompt") ? a.str("--prompt") : read_all_stdin();
   ModelPtr model = load_model_from_args(a);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,19 +89,20 @@ void set_kv(KV& kv, const std::string& key, Value v) {
 void usage() {
   std::fprintf(stderr,
                "usage: kestrel synth PRESET|--preset PRESET|--arch ARCH [-o OUT.gguf]\n"
-               "                    [--type T] [--layers N] [--vocab N] [--set KEY=VALUE]... [--seed N] [-t THREADS]\n"
+               "                    [--type T] [--layers N] [--vocab N | --vocab-from GGUF] [--set KEY=VALUE]... [--seed N] [-t THREADS]\n"
                "       kestrel synth --list\n"
                "A model with PRESET's shape and random weights (no download). PRESET is a real model's\n"
                "name (see --list) or a registered architecture (its tiny test shape). --type sets the\n"
                "matrices' type (f32, f16, q8_0, q4_0, q4_K, mxfp4, ...; rows a block does not divide\n"
                "get llama-quantize's fallback), --layers keeps the first N blocks (a cut for benches),\n"
-               "--vocab shrinks the vocabulary, --set overrides a metadata key (arch prefix implied).\n");
+               "--vocab shrinks the vocabulary, --vocab-from GGUF takes a real one (its tokenizer.* keys),\n"
+               "--set overrides a metadata key (arch prefix implied).\n");
 }
 
 }  // namespace
 
 int cmd_synth(int argc, char** argv) {
-  Args a(argc, argv, {"-o,--output", "--preset", "--arch", "--type", "--layers", "--vocab", "--set", "--seed", "-t,--threads"},
+  Args a(argc, argv, {"-o,--output", "--preset", "--arch", "--type", "--layers", "--vocab", "--vocab-from", "--set", "--seed", "-t,--threads"},
          {"--list", "-h,--help"});
   if (a.has("--help")) {
     usage();
@@ -142,6 +144,16 @@ int cmd_synth(int argc, char** argv) {
     set_kv(kv, "block_count", Value::make_u32(static_cast<uint32_t>(n)));
   }
   o.n_vocab = static_cast<int32_t>(a.integer("--vocab", o.n_vocab));
+  std::unique_ptr<gguf::File> vocab_file;
+  if (a.has("--vocab-from")) {
+    if (a.has("--vocab")) throw UsageError("synth: --vocab and --vocab-from cannot both be given");
+    auto f = gguf::File::open(a.str("--vocab-from"));
+    if (!f.ok()) throw UsageError("synth: --vocab-from: " + f.status().message());
+    vocab_file = std::move(f.value());
+    o.vocab_from = vocab_file.get();
+    for (const gguf::KeyValue& kv : vocab_file->metadata())
+      if (kv.key == "tokenizer.ggml.tokens") o.n_vocab = static_cast<int32_t>(kv.value.array.size());
+  }
   o.seed = static_cast<uint32_t>(a.integer("--seed", 1));
   o.n_threads = static_cast<int>(a.integer("--threads", default_thread_count()));
   // --set may repeat: Args keeps the last, so read every occurrence from argv.
