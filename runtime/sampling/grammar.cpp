@@ -249,9 +249,11 @@ class Parser {
         ++i_;
         skip(true);
         last = seq->size();
+        if (++depth_ > kMaxGrammarDepth) return fail("groups nested deeper than " + std::to_string(kMaxGrammarDepth));
         const int32_t id = new_rule(current_);
         Rule alts;
         KS_RETURN_IF_ERROR(parse_alternatives(true, &alts));
+        --depth_;
         if (peek() != ')') return fail("expected ')'");
         ++i_;
         rules_[static_cast<size_t>(id)] = std::move(alts);
@@ -289,7 +291,8 @@ class Parser {
         }
         Sequence item(seq->begin() + static_cast<std::ptrdiff_t>(last), seq->end());
         seq->resize(last);
-        repeat(item, min, max, seq);
+        // A repeated group's rule is repeated by reference; its own size counted once.
+        KS_RETURN_IF_ERROR(repeat(item, min, max, seq));
         have_item = false;  // x** is an error, as in llama.cpp
       } else if (c == '|' || c == ')' || c == '\n') {
         return Status::Ok();
@@ -307,7 +310,13 @@ class Parser {
   //   mandatory: M_j ::= item M_{j-1}    M_1 ::= item TAIL
   //   optional:  R_j ::= item R_{j-1} |  R_1 ::= item |
   //   unbounded: TAIL ::= item TAIL |
-  void repeat(const Sequence& item, int min, int max, Sequence* seq) {
+  Status repeat(const Sequence& item, int min, int max, Sequence* seq) {
+    // What the repetition adds, before adding it (nested bounds multiply).
+    size_t cost = item.size() + 1;
+    for (const GrammarElement& e : item) cost += e.ranges.size();
+    size_ += cost * static_cast<size_t>(std::max(min, max) + 1);
+    if (size_ > kMaxGrammarSize)
+      return fail("the grammar grows past " + std::to_string(kMaxGrammarSize) + " elements (repetition bounds multiply)");
     int32_t tail = -1;
     if (max < 0) {
       tail = new_rule(current_);
@@ -324,6 +333,7 @@ class Parser {
     } else {
       seq->push_back(ref(chain(item, min, tail, false)));
     }
+    return Status::Ok();
   }
 
   // A chain of n rules (n >= 1); returns its first (n items). The last one's item is followed by
@@ -434,6 +444,8 @@ class Parser {
   std::string current_;
   int generated_ = 0;
   std::vector<std::vector<int32_t>> chains_;
+  size_t size_ = 0;  // elements added by repetitions so far
+  int depth_ = 0;    // groups open
 };
 
 }  // namespace

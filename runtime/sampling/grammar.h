@@ -12,8 +12,9 @@
 // Parsing compiles the text into Grammar: every group and repetition becomes a rule of its own,
 // so a rule is a list of alternatives and an alternative a sequence of character classes and rule
 // references. Undefined rules, a missing root, left recursion (a rule that can reach itself
-// before matching a character, which a top-down matcher cannot run) and repetition bounds over
-// kMaxRepeat are errors naming the rule and the place.
+// before matching a character, which a top-down matcher cannot run), repetition bounds over
+// kMaxRepeat, and grammars that would grow past kMaxGrammarSize elements or nest groups deeper
+// than kMaxGrammarDepth (hostile input) are errors naming the rule and the place.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -49,7 +50,9 @@ struct Grammar {
   std::vector<std::pair<int32_t, int32_t>> chain_of;
 };
 
-inline constexpr int kMaxRepeat = 1000;  // the largest m or n of {m,n}
+inline constexpr int kMaxRepeat = 1000;           // the largest m or n of {m,n}
+inline constexpr size_t kMaxGrammarSize = 1 << 20;  // elements repetitions may add in all
+inline constexpr int kMaxGrammarDepth = 64;         // nested groups
 
 // KESTREL_ERR_INVALID_ARGUMENT with the line and column of a syntax error, or naming the rule.
 Expected<Grammar> parse_grammar(std::string_view gbnf);

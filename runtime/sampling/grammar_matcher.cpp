@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <set>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -90,12 +91,20 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
 }
 
 // Until the top is a character class (or the stack is empty): a finished alternative returns to
-// what follows its reference, a reference becomes each of its rule's alternatives.
+// what follows its reference, a reference becomes each of its rule's alternatives. A stack met
+// twice at a reference is expanded once: rules that can match nothing (x ::= "" | "") would
+// otherwise double the stacks at every level of x{0,40}.
 void GrammarMatcher::expand(Stack s, std::vector<Stack>* out) const {
+  std::set<Stack> seen;
+  expand(std::move(s), out, &seen);
+}
+
+void GrammarMatcher::expand(Stack s, std::vector<Stack>* out, std::set<Stack>* seen) const {
   while (!s.empty()) {
     const int32_t top = s.back();
     const GrammarElement& e = g_->elements[static_cast<size_t>(top)];
     if (e.kind == GrammarElement::kChars) break;
+    if (e.kind == GrammarElement::kRule && !seen->insert(s).second) return;
     s.pop_back();
     if (e.kind == GrammarElement::kEnd) continue;
     // A reference: what follows it (none when it ends the alternative), then the rule.
@@ -104,7 +113,7 @@ void GrammarMatcher::expand(Stack s, std::vector<Stack>* out) const {
     for (size_t a = 1; a < alts.size(); ++a) {
       Stack other = s;
       other.push_back(alts[a]);
-      expand(std::move(other), out);
+      expand(std::move(other), out, seen);
     }
     s.push_back(alts[0]);
   }
@@ -113,15 +122,24 @@ void GrammarMatcher::expand(Stack s, std::vector<Stack>* out) const {
 
 void GrammarMatcher::advance_cp(const std::vector<Stack>& in, uint32_t cp, std::vector<Stack>* out) const {
   out->clear();
+  std::set<Stack> seen;
   for (const Stack& s : in) {
     if (s.empty() || !g_->elements[static_cast<size_t>(s.back())].matches(cp)) continue;
     Stack next = s;
     ++next.back();
-    expand(std::move(next), out);
+    expand(std::move(next), out, &seen);
   }
   if (out->size() > 1) {
     std::sort(out->begin(), out->end());
     out->erase(std::unique(out->begin(), out->end()), out->end());
+  }
+  // A grammar ambiguous or recursive enough that the parse outgrows kMaxStackEntries (hostile
+  // input: root ::= .{1,40} root .) ends the text instead of the process's time and memory.
+  size_t entries = 0;
+  for (const Stack& st : *out) entries += st.size() + 1;
+  if (entries > kMaxStackEntries) {
+    out->clear();
+    overflow_ = true;
   }
 }
 
@@ -258,7 +276,13 @@ void GrammarMatcher::walk(int32_t node, int32_t id, std::vector<uint8_t>* mask) 
   }
 }
 
+Status GrammarMatcher::overflow_error() const {
+  return Error(KESTREL_ERR_UNSUPPORTED, "grammar: the parse of the text grew past " + std::to_string(kMaxStackEntries) +
+                                            " stack entries (a grammar too ambiguous or too deeply recursive)");
+}
+
 Expected<const std::vector<uint8_t>*> GrammarMatcher::allowed() {
+  if (overflow_) return overflow_error();
   if (cur_ < 0) return Error(KESTREL_ERR_INTERNAL, "grammar: the text has already left the grammar");
   if (!vocab_) return Error(KESTREL_ERR_INTERNAL, "grammar: a matcher of text only has no token masks");
   if (!nodes_[static_cast<size_t>(cur_)]->mask) trim();
@@ -300,6 +324,7 @@ Status GrammarMatcher::accept(int32_t token) {
     return Status::Ok();
   }
   cur_ = -1;
+  if (overflow_) return overflow_error();
   return Error(KESTREL_ERR_INVALID_ARGUMENT, "grammar: token " + std::to_string(token) + " is not allowed here");
 }
 

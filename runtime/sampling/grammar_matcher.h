@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -87,6 +88,7 @@ class GrammarMatcher {
     std::unique_ptr<std::vector<uint8_t>> mask;
   };
   void expand(Stack s, std::vector<Stack>* out) const;
+  void expand(Stack s, std::vector<Stack>* out, std::set<Stack>* seen) const;
   void advance_cp(const std::vector<Stack>& in, uint32_t cp, std::vector<Stack>* out) const;
   // Feeds one byte; false when no stack can take it.
   bool feed(const State& in, uint8_t b, State* out) const;
@@ -109,6 +111,9 @@ class GrammarMatcher {
   std::unordered_map<std::string, int32_t> ids_;
   int32_t cur_ = -1;  // the current state; -1: the text has left the grammar
   size_t n_masks_ = 0;
+  static constexpr size_t kMaxStackEntries = 1 << 16;  // per state, over all its stacks
+  mutable bool overflow_ = false;  // a state outgrew kMaxStackEntries (it was made empty)
+  Status overflow_error() const;
 };
 
 // A matcher for GBNF text over a tokenizer's vocabulary (the grammar's errors as parse_grammar's).

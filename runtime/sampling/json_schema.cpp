@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "sampling/grammar.h"
+
 namespace kestrel {
 
 namespace {
@@ -99,6 +101,12 @@ class Converter {
   }
 
   Expected<std::string> gen(const ojson& s, const std::string& path) {
+    struct Depth {  // nesting, bounded: a hostile schema cannot exhaust the stack
+      int& d;
+      explicit Depth(int& x) : d(++x) {}
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth.d > 64) return unsupported("a schema nested deeper than 64", path.substr(0, 200));
     if (s.is_boolean()) {
       if (s.get<bool>()) return std::string("json-value");
       return unsupported("the schema false (it matches nothing)", path);
@@ -315,6 +323,7 @@ class Converter {
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -326,11 +335,18 @@ Expected<std::string> json_schema_to_gbnf(std::string_view schema) {
   } catch (const std::exception& e) {
     return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("json_schema: not valid JSON: ") + e.what());
   }
+  Expected<std::string> gbnf = std::string();
   try {
-    return Converter(root).run();
+    gbnf = Converter(root).run();
   } catch (const std::exception& e) {  // a value of the wrong JSON type deep in the schema
     return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("json_schema: ") + e.what());
   }
+  KS_RETURN_IF_ERROR(gbnf.status());
+  // A $ref cycle through anyOf that consumes nothing first is left recursion: refused here, as
+  // the schema's problem (the grammar's own message says which rules).
+  auto g = parse_grammar(gbnf.value());
+  if (!g.ok()) return Error(KESTREL_ERR_UNSUPPORTED, "json_schema: a schema whose grammar cannot be matched: " + g.status().message());
+  return gbnf;
 }
 
 std::string json_value_gbnf(bool object_only) {

@@ -67,6 +67,19 @@ tail ::= [x-z] | "!" [^a-c]? | ( "(" root ")" )
   CHECK_FALSE(GrammarMatcher(brace, nullptr).would_accept("\xf4\x90"));  // past U+10FFFF
 }
 
+TEST_CASE("grammar: repetitions of rules that can match nothing stay small") {
+  // x{5,40} over a rule with two empty alternatives: 2^40 ways to match nothing, one state.
+  auto g = grammar("root ::= x{5,40} \"b\"\nx ::= \"\" | \"\" | \"a\"");
+  CHECK(accepts(g, "b"));
+  CHECK(accepts(g, "aaab"));
+  CHECK(accepts(g, std::string(40, 'a') + "b"));
+  CHECK_FALSE(accepts(g, std::string(41, 'a') + "b"));
+  // A grammar whose parse grows with every character ends the text, in bounded time.
+  auto r = grammar("root ::= .{1,40} root .");
+  GrammarMatcher m(r, nullptr);
+  CHECK_FALSE(m.accept_text(std::string(256, 'x')));
+}
+
 TEST_CASE("grammar: random strings against an equivalent regex") {
   struct Pair {
     const char* gbnf;
@@ -106,6 +119,11 @@ TEST_CASE("grammar: errors name the place or the rule") {
   CHECK(parse_error("root ::= \"a\"\nroot ::= \"b\"").find("defined twice") != std::string::npos);
   CHECK(parse_error("root ::= * \"a\"").find("nothing before it") != std::string::npos);
   CHECK(parse_error("root ::= \"a\"\n\nfoo ::= \"b\" )").find("line 3, column 13") != std::string::npos);
+  // Hostile sizes: a long literal repeated a thousand times, groups nested a hundred deep.
+  CHECK(parse_error("root ::= \"" + std::string(2000, 'x') + "\"{1000}").find("grows past") != std::string::npos);
+  CHECK(parse_error("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')')).find("nested deeper") !=
+        std::string::npos);
+  CHECK(parse_error("root ::= " + std::string(60, '(') + "\"a\"" + std::string(60, ')')).empty());
 }
 
 namespace {
@@ -186,6 +204,11 @@ TEST_CASE("json schema: what cannot be enforced is refused by name") {
   CHECK(schema_error(R"({"type": "strnig"})").find("unknown type 'strnig'") != std::string::npos);
   CHECK(schema_error(R"({"type": "object")").find("not valid JSON") != std::string::npos);
   CHECK(schema_error("false").find("matches nothing") != std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += R"({"type": "array", "items": )";
+  deep += "{}" + std::string(100, '}');
+  CHECK(schema_error(deep).find("nested deeper than 64") != std::string::npos);
+  CHECK(schema_error(R"({"anyOf": [{"$ref": "#"}, {"type": "null"}]})").find("left recursion") != std::string::npos);
 }
 
 }  // namespace kestrel

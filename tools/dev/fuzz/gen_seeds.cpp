@@ -8,6 +8,7 @@
 //                         for each vocabulary of fuzz_vocabs.h
 //   fuzz_http_request     raw HTTP/1.x requests for the server's endpoints
 //   fuzz_openai_request   JSON bodies for the OpenAI endpoints
+//   fuzz_grammar          GBNF grammars and JSON Schemas, each with a text to match
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -147,6 +148,23 @@ void server_seeds() {
              "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 }
 
+void grammar_seeds() {
+  const char* gbnf[] = {
+      "root ::= \"{\" ws pair (\",\" ws pair)* \"}\"\npair ::= [a-z]+ ws \":\" ws (\"true\" | \"false\")\nws ::= [ \\t\\n]{0,8}",
+      "root ::= ( \"ab\" | [c-e]+ ){1,3} \"x\"? [^\\u00e9-\\u00ff] .",
+      "root ::= x{3,40}\nx ::= \"\\x41\" | [\\u0800-\\U0010FFFF]",
+  };
+  const char* texts[] = {"{a: true, bb: false}", "abcdex!", "AAA\xe0\xa0\x80" "A"};
+  for (int k = 0; k < 3; ++k) write_seed("fuzz_grammar", "gbnf_" + std::to_string(k), std::string(1, '\0') + gbnf[k] + '\0' + texts[k]);
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 40}, "b": {"type": "array", "items": {"enum": [1, "x"]}, "maxItems": 3}}, "required": ["a"], "additionalProperties": false})",
+      R"({"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}]}}, "$ref": "#/$defs/n"})",
+      R"({"type": ["integer", "boolean"], "minimum": 0})",
+  };
+  const char* values[] = {R"({"a": "hello", "b": [1, "x"]})", R"({"next": {"next": null}})", "42"};
+  for (int k = 0; k < 3; ++k) write_seed("fuzz_grammar", "schema_" + std::to_string(k), std::string(1, '\1') + schemas[k] + '\0' + values[k]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,5 +177,6 @@ int main(int argc, char** argv) {
   jinja_seeds(argv[1]);
   tokenizer_seeds();
   server_seeds();
+  grammar_seeds();
   return 0;
 }

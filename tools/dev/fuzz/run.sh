@@ -45,7 +45,7 @@ max_len() {
     fuzz_gguf) echo 65536 ;;
     fuzz_jinja) echo 8192 ;;
     fuzz_tokenizer) echo 2048 ;;
-    fuzz_http_request | fuzz_openai_request) echo 4096 ;;
+    fuzz_http_request | fuzz_openai_request | fuzz_grammar) echo 4096 ;;
     *) echo 16384 ;;
   esac
 }
