@@ -158,9 +158,9 @@ bool GrammarMatcher::feed(const State& in, uint8_t b, State* out) const {
   const uint8_t lead = have ? static_cast<uint8_t>(in.partial[0]) : b;
   const size_t need = utf8_need(lead);
   if (need == 0 || (have > 0 && (b & 0xC0) != 0x80)) return false;
-  if (have + 1 < need) {  // still incomplete: some completion must be acceptable
-    std::string p = in.partial;
-    p.push_back(static_cast<char>(b));
+  std::string p = in.partial;
+  p.push_back(static_cast<char>(b));
+  if (p.size() < need) {  // still incomplete: some completion must be acceptable
     uint32_t lo = lead & (0xFF >> (need + 1)), hi = lo;
     for (size_t k = 1; k < need; ++k) {
       const uint32_t c = k < p.size() ? static_cast<uint8_t>(p[k]) & 0x3F : 0;
@@ -180,8 +180,6 @@ bool GrammarMatcher::feed(const State& in, uint8_t b, State* out) const {
     out->partial = std::move(p);
     return true;
   }
-  std::string p = in.partial;
-  p.push_back(static_cast<char>(b));
   size_t i = 0;
   const uint32_t cp = unicode::next_cp(p, i);
   if (cp == unicode::kInvalid || i != p.size()) return false;  // overlong, a surrogate, past U+10FFFF
@@ -207,7 +205,7 @@ int32_t GrammarMatcher::intern(State st) {
   auto it = ids_.find(k);
   if (it != ids_.end()) return it->second;
   auto n = std::make_unique<Node>();
-  n->complete = st.partial.empty() && std::any_of(st.stacks.begin(), st.stacks.end(), [](const Stack& x) { return x.empty(); });
+  n->complete = is_complete(st);
   n->st = std::move(st);
   next_.resize(next_.size() + 256, -2);
   const auto id = static_cast<int32_t>(nodes_.size());
@@ -345,11 +343,11 @@ bool GrammarMatcher::would_accept(const std::string& bytes, bool complete) const
     if (!feed(st, static_cast<uint8_t>(ch), &next)) return false;
     std::swap(st, next);
   }
-  if (!complete) return true;
-  if (!st.partial.empty()) return false;
-  for (const Stack& s : st.stacks)
-    if (s.empty()) return true;
-  return false;
+  return !complete || is_complete(st);
+}
+
+bool GrammarMatcher::is_complete(const State& st) {
+  return st.partial.empty() && std::any_of(st.stacks.begin(), st.stacks.end(), [](const Stack& s) { return s.empty(); });
 }
 
 Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok) {

@@ -80,8 +80,9 @@ class GrammarMatcher {
     std::vector<Stack> stacks;  // sorted, unique
     std::string partial;        // bytes of an incomplete UTF-8 sequence
   };
-  // An interned state: every state met gets an id, its transitions by byte are computed once
-  // (-2 not yet, -1 the byte leaves the grammar), and its mask once (until masks are dropped).
+  // An interned state: every state met gets an id (its transitions by byte are in next_), and
+  // its mask is computed once (until masks are dropped).
+  static bool is_complete(const State& st);  // no partial character, and some stack empty
   struct Node {
     State st;
     bool complete = false;

@@ -93,11 +93,20 @@ class Converter {
     rules_ += name + " ::= " + body + "\n";
     return name;
   }
-  static Expected<int64_t> count(const ojson& s, const char* key, const std::string& path) {
-    const ojson& v = s.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) return malformed(std::string("'") + key + "' must be a non-negative integer", path);
-    if (v.get<int64_t>() > 1000) return unsupported(std::string("'") + key + "' over 1000", path);
-    return v.get<int64_t>();
+  // The bounds min_key .. max_key (absent: 0 and -1, unbounded), each a count up to 1000.
+  static Status bounds(const ojson& s, const char* min_key, const char* max_key, const std::string& path, int64_t* lo,
+                       int64_t* hi) {
+    *lo = 0;
+    *hi = -1;
+    for (const char* key : {min_key, max_key}) {
+      if (!s.contains(key)) continue;
+      const ojson& v = s.at(key);
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) return malformed(std::string("'") + key + "' must be a non-negative integer", path);
+      if (v.get<int64_t>() > 1000) return unsupported(std::string("'") + key + "' over 1000", path);
+      *(key == min_key ? lo : hi) = v.get<int64_t>();
+    }
+    if (*hi >= 0 && *hi < *lo) return malformed(std::string("'") + max_key + "' below '" + min_key + "'", path);
+    return Status::Ok();
   }
 
   Expected<std::string> gen(const ojson& s, const std::string& path) {
@@ -217,17 +226,7 @@ class Converter {
     }
     if (!s.contains("minLength") && !s.contains("maxLength")) return std::string("json-string");
     int64_t lo = 0, hi = -1;
-    if (s.contains("minLength")) {
-      auto v = count(s, "minLength", path);
-      KS_RETURN_IF_ERROR(v.status());
-      lo = v.value();
-    }
-    if (s.contains("maxLength")) {
-      auto v = count(s, "maxLength", path);
-      KS_RETURN_IF_ERROR(v.status());
-      hi = v.value();
-      if (hi < lo) return malformed("'maxLength' below 'minLength'", path);
-    }
+    KS_RETURN_IF_ERROR(bounds(s, "minLength", "maxLength", path, &lo, &hi));
     return define("\"\\\"\" json-char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "} \"\\\"\"");
   }
 
@@ -301,17 +300,7 @@ class Converter {
       item = v.value();
     }
     int64_t lo = 0, hi = -1;
-    if (s.contains("minItems")) {
-      auto v = count(s, "minItems", path);
-      KS_RETURN_IF_ERROR(v.status());
-      lo = v.value();
-    }
-    if (s.contains("maxItems")) {
-      auto v = count(s, "maxItems", path);
-      KS_RETURN_IF_ERROR(v.status());
-      hi = v.value();
-      if (hi < lo) return malformed("'maxItems' below 'minItems'", path);
-    }
+    KS_RETURN_IF_ERROR(bounds(s, "minItems", "maxItems", path, &lo, &hi));
     if (hi == 0) return define("\"[\" json-ws \"]\"");
     const std::string more = "( \",\" json-ws " + item + " json-ws ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
                              (hi > 0 ? std::to_string(hi - 1) : "") + "}";

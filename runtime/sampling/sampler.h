@@ -96,7 +96,6 @@ class Sampler {
   // and penalties, before truncation, so top-k, top-p and min-p measure the allowed tokens.
   // Shared with nobody else: the matcher is this sequence's state.
   void set_grammar(std::shared_ptr<GrammarMatcher> grammar);
-  bool has_grammar() const { return grammar_ != nullptr; }
 
   // Forgets the history and restarts the RNG from the seed (a grammar keeps its state).
   void reset();

@@ -2,6 +2,8 @@
 // reference backend, and compares. Inputs are fresh per check and outputs are poisoned (NaN)
 // before each run, so a kernel that skips work cannot pass on stale data.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -37,6 +39,9 @@ void fill_nan(Tensor& t);
 
 // Max |a - b| / (tol_abs + tol_rel * |b|) over all elements (<= 1 passes); both F32.
 double compare(const Tensor& got, const Tensor& want, double tol_abs, double tol_rel, std::string* where);
+// A running maximum of such errors for checks written out by hand: a NaN error is infinite, as
+// in compare() (std::max would drop it).
+inline double worse_error(double worst, double err) { return std::isnan(err) ? INFINITY : std::max(worst, err); }
 
 // Runs g on a host backend in place (after poisoning every node's dst but KV_STORE's).
 void run_graph(TestBackend& backend, Graph& g);

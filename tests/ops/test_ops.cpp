@@ -329,7 +329,7 @@ TEST_CASE("MATMUL: F16 and BF16 batches on cuBLAS and on the tensor-core tiles")
         for (int64_t m = 0; m < M; ++m) {
           double want = 0;
           for (int64_t k = 0; k < K; ++k) want += double(round_fp16(wf[k])) * round_fp16(x->f32()[m * K + k]);
-          worst = std::max(worst, std::abs(y->f32()[m * N + r] - want) / (1e-4 + 1e-4 * std::abs(want)));
+          worst = worse_error(worst, std::abs(y->f32()[m * N + r] - want) / (1e-4 + 1e-4 * std::abs(want)));
         }
       }
       CHECK(worst <= 1.0);

@@ -439,9 +439,6 @@ void vary_mx_scales(Tensor& w, Tensor* x) {
 // a partial last one), a block of zeros in X; up to 8 columns the integer GEMV keeps the batch
 // (checked against the reference). MATMUL_ID (gpt-oss's experts): shared and per-slot X, expert
 // biases, per-head matrices, 20 tokens.
-// The larger error, NaN the largest (std::max would drop a NaN that comes second).
-double worse(double a, double b) { return std::isnan(a) || b > a || std::isnan(b) ? (std::isnan(a) ? a : b) : a; }
-
 void check_block_scaled_mxfp4(const char* mode, const char* sm) {
   setenv("KESTREL_CUDA_MXFP4_MMA", mode, 1);
   struct Unset {  // however the check ends
@@ -481,7 +478,7 @@ void check_block_scaled_mxfp4(const char* mode, const char* sm) {
         for (int64_t m = 0; m < M; ++m) {
           double want = 0;
           for (int64_t k = 0; k < K; ++k) want += double(wr[static_cast<size_t>(k)]) * xm[static_cast<size_t>(m * K + k)];
-          worst = worse(worst, std::abs(y->f32()[m * N + r] - want) / (1e-5 + 1e-5 * std::abs(want)));
+          worst = worse_error(worst, std::abs(y->f32()[m * N + r] - want) / (1e-5 + 1e-5 * std::abs(want)));
         }
       }
       CHECK(worst <= 1.0);
@@ -511,7 +508,7 @@ void check_block_scaled_mxfp4(const char* mode, const char* sm) {
           double want = m.bias ? m.bias->f32()[r + N * e] : 0.0;
           for (int64_t k = 0; k < K; ++k) want += double(wr[static_cast<size_t>(k)]) * xm[static_cast<size_t>(col * K + k)];
           const float got = m.dst->f32()[r + N * (i + m.slots * t)];
-          worst = worse(worst, std::abs(got - want) / (1e-5 + 1e-5 * std::abs(want)));
+          worst = worse_error(worst, std::abs(got - want) / (1e-5 + 1e-5 * std::abs(want)));
         }
       }
     CHECK(worst <= 1.0);

@@ -180,8 +180,10 @@ std::optional<ApiError> parse_logit_bias(const json& lb, int32_t n_vocab, GenPar
 }
 
 // response_format: text (nothing), json_object (any JSON object) or json_schema (its schema, which
-// the library compiles at submit); or llama.cpp's "grammar" (GBNF text). Not both.
-std::optional<ApiError> parse_response_format(const json& b, GenParams* p) {
+// the library compiles at submit); or llama.cpp's "grammar" (GBNF text). Not both. The schema is
+// taken from `body` read again with its keys in order: json sorts them, and the reply's
+// properties follow the schema's order.
+std::optional<ApiError> parse_response_format(const json& b, std::string_view body, GenParams* p) {
   const json& g = member(b, "grammar");
   if (!g.is_null()) {
     if (!g.is_string() || g.get_ref<const std::string&>().empty()) return bad("grammar", "'grammar' must be a non-empty GBNF string");
@@ -214,7 +216,9 @@ std::optional<ApiError> parse_response_format(const json& b, GenParams* p) {
   const json& strict = member(js, "strict");
   if (!strict.is_null() && !strict.is_boolean())
     return bad("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
-  p->json_schema = json_text(schema);  // strict or not, the schema is enforced (or refused)
+  // Strict or not, the schema is enforced (or refused).
+  p->json_schema = nlohmann::ordered_json::parse(body)["response_format"]["json_schema"]["schema"].dump(
+      -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   return std::nullopt;
 }
 
@@ -303,7 +307,6 @@ std::optional<ApiError> parse_gen_params(const json& b, int32_t n_vocab, GenPara
   }
   if ((e = parse_stop(member(b, "stop"), &p.stop))) return e;
   if ((e = parse_logit_bias(member(b, "logit_bias"), n_vocab, &p))) return e;
-  if ((e = parse_response_format(b, &p))) return e;
   *out = std::move(p);
   return std::nullopt;
 }
@@ -345,13 +348,7 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
     GenRequest r;
     r.chat = chat;
     if (auto e = parse_gen_params(b, env.n_vocab, &r.params)) return e;
-    if (member(member(b, "response_format"), "type") == "json_schema") {
-      // The schema again, its properties in the order the client wrote them (json sorts keys;
-      // the reply's properties follow the schema's order).
-      const auto ordered = nlohmann::ordered_json::parse(body);
-      r.params.json_schema = ordered["response_format"]["json_schema"]["schema"].dump(
-          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    }
+    if (auto e = parse_response_format(b, body, &r.params)) return e;
     if (chat) {
       if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
     } else {
