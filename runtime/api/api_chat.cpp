@@ -10,13 +10,6 @@ using kestrel::api::guard;
 
 namespace {
 
-// The template a call uses: the caller's, else the model's GGUF key, else the fallback.
-std::string template_source(const kestrel_model* model, const kestrel_chat_options& o) {
-  if (o.template_source) return o.template_source;
-  if (auto t = model->model->file().get_string("tokenizer.chat_template")) return *t;
-  return kestrel::ChatTemplate::fallback_source();
-}
-
 std::optional<std::string> special_text(const kestrel_model* model, const char* given, bool bos) {
   if (given) return std::string(given);
   if (!model) return std::nullopt;
@@ -27,6 +20,12 @@ std::optional<std::string> special_text(const kestrel_model* model, const char* 
 }
 
 }  // namespace
+
+std::string kestrel::api::chat_template_source(const kestrel_model* model, const kestrel_chat_options& o) {
+  if (o.template_source) return o.template_source;
+  if (auto t = model->model->file().get_string("tokenizer.chat_template")) return *t;
+  return kestrel::ChatTemplate::fallback_source();
+}
 
 extern "C" {
 
@@ -67,7 +66,7 @@ kestrel_status kestrel_chat_format(const kestrel_model* model, const char* messa
     in.bos_token = special_text(model, o.bos_token, true);
     in.eos_token = special_text(model, o.eos_token, false);
 
-    auto tmpl = kestrel::ChatTemplate::parse(template_source(model, o));
+    auto tmpl = kestrel::ChatTemplate::parse(kestrel::api::chat_template_source(model, o));
     if (!tmpl.ok()) return fail(tmpl.status());
     auto text = tmpl->render(in);
     if (!text.ok()) return fail(text.status());

@@ -1,18 +1,7 @@
 /*
  * kestrel.h — the C API of Kestrel, an embeddable LLM inference runtime.
  *
- * Basic usage:
- *
- *   kestrel_model *model = NULL;
- *   kestrel_model_options mo; kestrel_model_options_init(&mo);
- *   if (kestrel_model_load("model.gguf", &mo, &model) != KESTREL_OK) {
- *     fprintf(stderr, "%s\n", kestrel_last_error()); return 1;
- *   }
- *   kestrel_context *ctx = NULL; kestrel_context_new(model, NULL, &ctx);  // NULL: default options
- *   kestrel_generate_options go; kestrel_generate_options_init(&go);
- *   go.max_tokens = 64; go.on_token = print_piece;   // streamed UTF-8 pieces
- *   kestrel_generate(ctx, "Once upon a time", &go, NULL);
- *   kestrel_context_free(ctx); kestrel_model_free(model);
+ * Usage: docs/API.md (load a model, make a context, generate; an engine for many requests).
  *
  * Contract:
  * - Every function that can fail returns a kestrel_status; on failure a message naming the
@@ -49,8 +38,9 @@
 extern "C" {
 #endif
 
-/* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type; 6: grammar, json_schema */
-#define KESTREL_API_VERSION 6
+/* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type; 6: grammar, json_schema;
+ * 7: reply parser (tool calls, reasoning) */
+#define KESTREL_API_VERSION 7
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -107,8 +97,7 @@ KESTREL_API kestrel_status kestrel_model_load(const char *path, const kestrel_mo
                                               kestrel_model **out_model);
 KESTREL_API void kestrel_model_free(kestrel_model *model);
 /* JSON: architecture, hyper-parameters, vocabulary, tensor types and sizes, memory needed. */
-KESTREL_API kestrel_status kestrel_model_describe(const kestrel_model *model, char *buf, size_t cap,
-                                                  size_t *len);
+KESTREL_API kestrel_status kestrel_model_describe(const kestrel_model *model, char *buf, size_t cap, size_t *len);
 KESTREL_API int32_t kestrel_model_n_vocab(const kestrel_model *model);
 KESTREL_API int32_t kestrel_model_n_ctx_train(const kestrel_model *model);
 KESTREL_API kestrel_token kestrel_model_token_bos(const kestrel_model *model); /* -1 if none */
@@ -140,8 +129,7 @@ KESTREL_API void kestrel_detokenizer_free(kestrel_detokenizer *detok);
 KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, kestrel_token token,
                                                     char *buf, size_t cap, size_t *len);
 /* Emits what is left (invalid trailing bytes as U+FFFD) and resets. */
-KESTREL_API kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer *detok, char *buf, size_t cap,
-                                                     size_t *len);
+KESTREL_API kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer *detok, char *buf, size_t cap, size_t *len);
 
 /* ---- chat templates ---------------------------------------------------------------------- */
 /* Renders messages (a JSON array of {"role", "content", ...}) into a prompt with a Jinja chat
@@ -168,6 +156,25 @@ KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, con
                                                  size_t text_len, kestrel_token *tokens, size_t cap,
                                                  size_t *n_tokens);
 
+/* ---- chat replies (API 7): content, reasoning and tool calls, by the template's family ----- */
+/* chat: the prompt's chat options (template, tools_json); prompt: the rendered prompt; tool_choice:
+ * NULL/"auto", "none", "required" or a function's name. Tool schemas a grammar cannot enforce
+ * (required, named): KESTREL_ERR_UNSUPPORTED naming tool and keyword. Families: docs/TOOLS.md. */
+typedef struct kestrel_reply_parser kestrel_reply_parser;
+#define KESTREL_REPLY_PARALLEL_TOOLS 1u   /* more than one call per reply */
+#define KESTREL_REPLY_REASONING_INLINE 2u /* reasoning stays in content, tags included */
+KESTREL_API kestrel_status kestrel_reply_parser_new(const kestrel_model *model, const kestrel_chat_options *chat,
+                                                    const char *prompt, const char *tool_choice, uint32_t flags,
+                                                    kestrel_reply_parser **out);
+/* The GBNF the generation must follow ("" when unconstrained): required and named tool_choice. */
+KESTREL_API kestrel_status kestrel_reply_parser_grammar(const kestrel_reply_parser *p, char *buf, size_t cap, size_t *len);
+/* Adds generated text (final: the reply is whole); writes the change as JSON {"content", "reasoning_content",
+ * "tool_calls": [{"index", "id", "type", "function": {"name", "arguments"}}]} (non-empty members only).
+ * Too small a buffer keeps the delta: call again with no text to take it. */
+KESTREL_API kestrel_status kestrel_reply_parser_push(kestrel_reply_parser *p, const char *text, size_t text_len,
+                                                     bool final, char *buf, size_t cap, size_t *len);
+KESTREL_API void kestrel_reply_parser_free(kestrel_reply_parser *p);
+
 /* ---- context ----------------------------------------------------------------------------- */
 /* The KV cache's element type (API 5). F8_E4M3: one E4M3 byte, no scale, saturating at +-448. */
 typedef enum kestrel_kv_type { KESTREL_KV_F16 = 0, KESTREL_KV_F32 = 1, KESTREL_KV_F8_E4M3 = 2 } kestrel_kv_type;
@@ -181,8 +188,7 @@ typedef struct kestrel_context_options {
 } kestrel_context_options;
 
 KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
-KESTREL_API kestrel_status kestrel_context_new(const kestrel_model *model,
-                                               const kestrel_context_options *opts,
+KESTREL_API kestrel_status kestrel_context_new(const kestrel_model *model, const kestrel_context_options *opts,
                                                kestrel_context **out_ctx);
 KESTREL_API void kestrel_context_free(kestrel_context *ctx);
 KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
@@ -213,8 +219,7 @@ KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, c
                                               int32_t *n_vocab);
 
 /* KV cache sequence operations. p1 < 0 means "to the end". */
-KESTREL_API kestrel_status kestrel_kv_seq_remove(kestrel_context *ctx, int32_t seq, int32_t p0,
-                                                 int32_t p1);
+KESTREL_API kestrel_status kestrel_kv_seq_remove(kestrel_context *ctx, int32_t seq, int32_t p0, int32_t p1);
 KESTREL_API kestrel_status kestrel_kv_seq_copy(kestrel_context *ctx, int32_t src, int32_t dst,
                                                int32_t p0, int32_t p1);
 KESTREL_API kestrel_status kestrel_kv_seq_keep(kestrel_context *ctx, int32_t seq);
@@ -241,8 +246,7 @@ typedef struct kestrel_sampler_options {
 } kestrel_sampler_options;
 
 KESTREL_API void kestrel_sampler_options_init(kestrel_sampler_options *opts);
-KESTREL_API kestrel_status kestrel_sampler_new(const kestrel_sampler_options *opts,
-                                               kestrel_sampler **out);
+KESTREL_API kestrel_status kestrel_sampler_new(const kestrel_sampler_options *opts, kestrel_sampler **out);
 KESTREL_API void kestrel_sampler_free(kestrel_sampler *sampler);
 /* Picks a token from logits (not modified) and records it for the penalties. */
 KESTREL_API kestrel_status kestrel_sampler_sample(kestrel_sampler *sampler, const float *logits,
@@ -372,27 +376,23 @@ typedef struct kestrel_request {
 } kestrel_request;
 
 KESTREL_API void kestrel_engine_options_init(kestrel_engine_options *opts);
-KESTREL_API kestrel_status kestrel_engine_new(const kestrel_model *model,
-                                              const kestrel_engine_options *opts,
+KESTREL_API kestrel_status kestrel_engine_new(const kestrel_model *model, const kestrel_engine_options *opts,
                                               kestrel_engine **out);
 /* Cancels every request, waits for the worker; the model must outlive the engine. */
 KESTREL_API void kestrel_engine_free(kestrel_engine *engine);
 KESTREL_API void kestrel_request_init(kestrel_request *req);
 /* Queues a request; *id names it. Bad input (empty prompt, token ids out of range, a prompt the
  * context cannot hold, bad sampling options) fails here with a message. */
-KESTREL_API kestrel_status kestrel_submit(kestrel_engine *engine, const kestrel_request *req,
-                                          uint64_t *id);
+KESTREL_API kestrel_status kestrel_submit(kestrel_engine *engine, const kestrel_request *req, uint64_t *id);
 /* KESTREL_ERR_OUT_OF_RANGE when the request is unknown or already finished. */
 KESTREL_API kestrel_status kestrel_cancel(kestrel_engine *engine, uint64_t id);
 /* Blocks until the request finishes, fills *result (optional) and forgets the request. */
-KESTREL_API kestrel_status kestrel_wait(kestrel_engine *engine, uint64_t id,
-                                        kestrel_request_result *result);
+KESTREL_API kestrel_status kestrel_wait(kestrel_engine *engine, uint64_t id, kestrel_request_result *result);
 KESTREL_API kestrel_status kestrel_engine_generate(kestrel_engine *engine, const kestrel_request *req,
                                                    kestrel_request_result *result); /* submit + wait */
 /* JSON: requests (total, waiting, running, finished, preempted), tokens (prompt, cached,
  * generated), KV blocks (used, cached, free) and the prefix-cache hit rate. */
-KESTREL_API kestrel_status kestrel_engine_stats(const kestrel_engine *engine, char *buf, size_t cap,
-                                                size_t *len);
+KESTREL_API kestrel_status kestrel_engine_stats(const kestrel_engine *engine, char *buf, size_t cap, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -71,13 +71,16 @@ const std::set<std::string> kKeywords = {"type",  "properties", "required", "add
 
 class Converter {
  public:
-  explicit Converter(const ojson& root) : root_(root) {}
+  explicit Converter(const ojson& root, std::string prefix = "s") : root_(root), prefix_(std::move(prefix)) {}
 
   Expected<std::string> run() {
     auto top = gen(root_, "");
     KS_RETURN_IF_ERROR(top.status());
     return "root ::= json-ws " + top.value() + " json-ws\n" + rules_ + kPrimitives;
   }
+  // The expression the schema's value matches; its rules (named prefix N) are in rules().
+  Expected<std::string> top() { return gen(root_, ""); }
+  const std::string& rules() const { return rules_; }
 
  private:
   static Status unsupported(const std::string& what, const std::string& path) {
@@ -88,7 +91,7 @@ class Converter {
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "json_schema: " + what + " at '" + (path.empty() ? "/" : path) + "'");
   }
   std::string define(const std::string& body) {
-    std::string name = "s";  // (appending: GCC 12 warns falsely on "s" + ...)
+    std::string name = prefix_;  // (appending: GCC 12 warns falsely on "s" + ...)
     name += std::to_string(++n_);
     rules_ += name + " ::= " + body + "\n";
     return name;
@@ -281,8 +284,8 @@ class Converter {
       req.push_back(required.count(name) > 0);
     }
     const size_t n = kv.size();
-    const auto start = [&](size_t i) { return "o" + id + "-s" + std::to_string(i); };
-    const auto cont = [&](size_t i) { return "o" + id + "-c" + std::to_string(i); };
+    const auto start = [&](size_t i) { return prefix_ + "o" + id + "-s" + std::to_string(i); };
+    const auto cont = [&](size_t i) { return prefix_ + "o" + id + "-c" + std::to_string(i); };
     rules_ += start(n) + " ::= " + (extra_kv.empty() ? "\"\"" : "( " + extra_kv + " ( \",\" json-ws " + extra_kv + " )* )?") + "\n";
     rules_ += cont(n) + " ::= " + (extra_kv.empty() ? "\"\"" : "( \",\" json-ws " + extra_kv + " )*") + "\n";
     for (size_t i = n; i-- > 0;) {
@@ -309,6 +312,7 @@ class Converter {
   }
 
   const ojson& root_;
+  std::string prefix_;
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_ = 0;
@@ -337,6 +341,23 @@ Expected<std::string> json_schema_to_gbnf(std::string_view schema) {
   if (!g.ok()) return Error(KESTREL_ERR_UNSUPPORTED, "json_schema: a schema whose grammar cannot be matched: " + g.status().message());
   return gbnf;
 }
+
+Expected<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix,
+                                        std::string* rules) {
+  try {
+    Converter c(schema, prefix);
+    auto top = c.top();
+    KS_RETURN_IF_ERROR(top.status());
+    *rules += c.rules();
+    return top;
+  } catch (const std::exception& e) {
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("json_schema: ") + e.what());
+  }
+}
+
+std::string json_primitives_gbnf() { return kPrimitives; }
+
+std::string gbnf_literal(std::string_view text) { return lit(text); }
 
 std::string json_value_gbnf(bool object_only) {
   return std::string("root ::= json-ws ") + (object_only ? "json-object" : "json-value") + " json-ws\n" + kPrimitives;

@@ -10,6 +10,7 @@
 // The text produced is compact JSON with bounded optional whitespace between tokens, properties
 // in the schema's order (the required ones present, the optional ones may be skipped).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,15 @@ namespace kestrel {
 // schema: the schema's JSON text. KESTREL_ERR_INVALID_ARGUMENT for JSON that does not parse or a
 // malformed schema, KESTREL_ERR_UNSUPPORTED naming a keyword that cannot be enforced.
 Expected<std::string> json_schema_to_gbnf(std::string_view schema);
+
+// For grammars that embed schemas (tool calls): the expression a value of `schema` matches, its
+// rules (named prefix1, prefix2, ...) appended to *rules; they use json_primitives_gbnf()'s
+// rules (json-ws, json-string, ...), which the caller adds once.
+Expected<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix,
+                                        std::string* rules);
+std::string json_primitives_gbnf();
+// A GBNF string literal matching `text` exactly.
+std::string gbnf_literal(std::string_view text);
 
 // Any JSON value (response_format {"type": "json_object"} asks for an object: object_only).
 std::string json_value_gbnf(bool object_only);

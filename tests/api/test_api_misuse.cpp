@@ -377,6 +377,87 @@ void detokenizer_cases(std::vector<Case>& cs) {
                [](Env& e, char* b, size_t cap, size_t* len) { return kestrel_detokenizer_flush(e.detok(), b, cap, len); });
 }
 
+// A reply parser over the model's template (kestrel_reply_parser_*), for the cases below.
+kestrel_reply_parser* reply_parser(Env& e, const char* choice = nullptr) {
+  kestrel_chat_options o;
+  kestrel_chat_options_init(&o);
+  o.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])";
+  kestrel_reply_parser* p = nullptr;
+  if (kestrel_reply_parser_new(e.model, &o, "", choice, 0, &p) != OK) _exit(2);
+  return p;
+}
+
+void reply_cases(std::vector<Case>& cs) {
+  const std::string N = "kestrel_reply_parser_new";
+  cs.push_back({N, "NULL out", INVALID, [](Env& e) { return kestrel_reply_parser_new(e.model, nullptr, "", nullptr, 0, nullptr); }});
+  cs.push_back({N, "NULL model and no template", INVALID, [](Env&) {
+                  kestrel_reply_parser* p = nullptr;
+                  return kestrel_reply_parser_new(nullptr, nullptr, "", nullptr, 0, &p);
+                }});
+  cs.push_back({N, "unknown flags", INVALID, [](Env& e) {
+                  kestrel_reply_parser* p = nullptr;
+                  return kestrel_reply_parser_new(e.model, nullptr, "", nullptr, 0x80, &p);
+                }});
+  cs.push_back({N, "required without tools", INVALID, [](Env& e) {
+                  kestrel_reply_parser* p = nullptr;
+                  return kestrel_reply_parser_new(e.model, nullptr, nullptr, "required", 0, &p);
+                }});
+  cs.push_back({N, "struct_size 0", INVALID, [](Env& e) {
+                  kestrel_chat_options o;
+                  kestrel_chat_options_init(&o);
+                  o.struct_size = 0;
+                  kestrel_reply_parser* p = nullptr;
+                  return kestrel_reply_parser_new(e.model, &o, "", nullptr, 0, &p);
+                }});
+  for (const char* bad : {"", "{", "{\"a\": 1}", "\xff"})
+    cs.push_back({N, std::string("tools '") + bad + "'", INVALID, [bad](Env& e) {
+                    kestrel_chat_options o;
+                    kestrel_chat_options_init(&o);
+                    o.tools_json = bad;
+                    kestrel_reply_parser* p = nullptr;
+                    return kestrel_reply_parser_new(e.model, &o, "", nullptr, 0, &p);
+                  }});
+  cs.push_back({"kestrel_reply_parser_free", "NULL", OK, [](Env&) {
+                  kestrel_reply_parser_free(nullptr);
+                  return OK;
+                }});
+  const std::string G = "kestrel_reply_parser_grammar";
+  cs.push_back({G, "NULL parser", INVALID, [](Env&) {
+                  size_t len = 0;
+                  return kestrel_reply_parser_grammar(nullptr, nullptr, 0, &len);
+                }});
+  buffer_cases(cs, G, true, [](Env& e, char* b, size_t cap, size_t* len) {
+    return kestrel_reply_parser_grammar(reply_parser(e, "required"), b, cap, len);
+  });
+  const std::string P = "kestrel_reply_parser_push";
+  cs.push_back({P, "NULL parser", INVALID, [](Env&) {
+                  char b[64];
+                  size_t len = 0;
+                  return kestrel_reply_parser_push(nullptr, "x", 1, false, b, sizeof b, &len);
+                }});
+  cs.push_back({P, "NULL text, length 3", INVALID, [](Env& e) {
+                  char b[64];
+                  size_t len = 0;
+                  return kestrel_reply_parser_push(reply_parser(e), nullptr, 3, false, b, sizeof b, &len);
+                }});
+  cs.push_back({P, "after final", INVALID, [](Env& e) {
+                  kestrel_reply_parser* p = reply_parser(e);
+                  char b[64];
+                  size_t len = 0;
+                  if (kestrel_reply_parser_push(p, "a", 1, true, b, sizeof b, &len) != OK) return kWrong;
+                  return kestrel_reply_parser_push(p, "b", 1, false, b, sizeof b, &len);
+                }});
+  cs.push_back({P, "invalid UTF-8 and NULs in the text", OK, [](Env& e) {
+                  char b[256];
+                  size_t len = 0;
+                  const char text[] = "\xff\xfe<tool_call>\0{\"name\"";
+                  return kestrel_reply_parser_push(reply_parser(e), text, sizeof text - 1, true, b, sizeof b, &len);
+                }});
+  buffer_cases(cs, P, true, [](Env& e, char* b, size_t cap, size_t* len) {
+    return kestrel_reply_parser_push(reply_parser(e), "hello", 5, true, b, cap, len);
+  });
+}
+
 void chat_cases(std::vector<Case>& cs) {
   const std::string C = "kestrel_chat_format";
   cs.push_back({"kestrel_chat_options_init", "NULL", OK, [](Env&) {
@@ -420,6 +501,7 @@ void chat_cases(std::vector<Case>& cs) {
     return kestrel_chat_format(e.model, kMessages, &o, b, cap, len);
   });
 
+  reply_cases(cs);
   const std::string T = "kestrel_chat_tokenize";
   cs.push_back({T, "NULL model", INVALID, [](Env&) {
                   kestrel_token t[8];

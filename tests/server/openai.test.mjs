@@ -5,51 +5,18 @@
 // `npm install --prefix tests/server` (.ci/run does it).
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { openaiClass, paths, results, startServer, test } from './harness.mjs';
 
-let OpenAI;
-try {
-  OpenAI = (await import('openai')).default;
-} catch {
-  console.log('openai package missing: run npm install --prefix tests/server');
-  process.exit(process.env.KESTREL_REQUIRE_TESTDATA === '1' ? 1 : 77);
-}
-
-const cli = process.env.KESTREL_CLI;
-const data = process.env.KESTREL_TESTDATA || new URL('../../../shared/testdata', import.meta.url).pathname;
-const model = `${data}/models/stories260K-f32.gguf`;
-if (!cli || !existsSync(model)) {
-  console.log(`missing ${!cli ? 'KESTREL_CLI' : model}`);
-  process.exit(process.env.KESTREL_REQUIRE_TESTDATA === '1' ? 1 : 77);
-}
-
+const OpenAI = await openaiClass();
+const { cli, model } = paths();
 const KEY = 'test-key-123';
-const server = spawn(cli, ['serve', '-m', model, '--port', '0', '--api-key', KEY, '--parallel', '8', '--ctx', '2048',
-                           '--alias', 'stories'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const base = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/listening on (http:\/\/[\d.]+:\d+)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`server exited early (${code})`)));
-  setTimeout(() => reject(new Error('server did not start')), 20000);
-});
+const { server, base } = await startServer(cli, ['-m', model, '--port', '0', '--api-key', KEY, '--parallel', '8',
+                                                 '--ctx', '2048', '--alias', 'stories']);
 const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
 const auth = { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' };
 const post = (path, body, headers = auth) =>
   fetch(base + path, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
-let failures = 0;
-async function test(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}\n     ${e.stack || e}`);
-  }
-}
 async function expectError(res, status, param) {
   assert.equal(res.status, status, `status ${res.status}, want ${status}`);
   const j = await res.json();
@@ -354,5 +321,5 @@ await test('SIGTERM drains and exits 0', async () => {
 });
 
 if (server.exitCode === null) server.kill('SIGKILL');
-console.log(failures ? `${failures} failed` : 'all passed');
-process.exit(failures ? 1 : 0);
+console.log(results.failures ? `${results.failures} failed` : 'all passed');
+process.exit(results.failures ? 1 : 0);

@@ -163,8 +163,13 @@ TEST_CASE("every field's wrong types and values are a 400 naming it") {
       {R"("logit_bias":{"5":"x"})", "logit_bias"}, {R"("logit_bias":{"5":101})", "logit_bias"},
       {R"("logit_bias":{"5":null})", "logit_bias"}, {R"("model":5)", "model"}, {R"("model":["m"])", "model"},
       // Features we do not implement are refused by name, not ignored.
-      {R"("tools":[{"type":"function","function":{"name":"f"}}])", "tools"}, {R"("tools":"x")", "tools"},
-      {R"("tool_choice":"required")", "tool_choice"}, {R"("functions":[{"name":"f"}])", "functions"},
+      {R"("tools":[{"type":"retrieval"}])", "tools[0]"}, {R"("tools":"x")", "tools"},
+      {R"("tools":[{"type":"function","function":{"name":5}}])", "tools[0]"},
+      {R"("tool_choice":"required")", "tool_choice"}, {R"("tool_choice":"sometimes")", "tool_choice"},
+      {R"("tool_choice":{"type":"function"})", "tool_choice"}, {R"("parallel_tool_calls":"yes")", "parallel_tool_calls"},
+      {R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","grammar":"root ::= \"a\"")",
+       "tool_choice"},
+      {R"("reasoning_format":"xml")", "reasoning_format"}, {R"("functions":[{"name":"f"}])", "functions"},
       {R"("response_format":{"type":"xml"})", "response_format.type"}, {R"("logprobs":true)", "logprobs"},
       {R"("response_format":"json")", "response_format"}, {R"("response_format":{"type":"json_schema"})", "response_format.json_schema"},
       {R"("response_format":{"type":"json_schema","json_schema":{"schema":5}})", "response_format.json_schema.schema"},
@@ -193,6 +198,7 @@ TEST_CASE("every field's wrong types and values are a 400 naming it") {
     check_400(chat(c.fields), c.param);
   }
   check_400(completion(R"({"prompt":42})"), "prompt");
+  check_400(completion(R"({"prompt":"x","tools":[{"type":"function","function":{"name":"f"}}]})"), "tools");
   check_400(completion(R"({"prompt":null})"), "prompt");
   check_400(completion(R"({"prompt":["a","b"]})"), "prompt");
   check_400(completion(R"({"prompt":[1,2]})"), "prompt");
@@ -376,4 +382,26 @@ TEST_CASE("kestrel serve --help documents every limit with its default") {
     REQUIRE(at != std::string::npos);
     CHECK(out.substr(at, 160).find(dflt) != std::string::npos);  // on its line (or the next)
   }
+}
+
+TEST_CASE("tools, tool_choice and reasoning_format reach the request; tool-call arguments become objects") {
+  GenRequest r;
+  const std::string body = chat_with(
+      R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"z":{},"a":{}}}}}],)"
+      R"("tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"reasoning_format":"none")");
+  REQUIRE_FALSE(parse_generation_request(body, true, env(), &r).has_value());
+  CHECK(r.tool_choice == "f");
+  CHECK_FALSE(r.parallel_tool_calls);
+  CHECK(r.reasoning_inline);
+  CHECK(r.tools_json.find(R"("z":{},"a":{})") != std::string::npos);  // the body's key order
+  GenRequest h;
+  REQUIRE_FALSE(parse_generation_request(
+                    R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[)"
+                    R"({"id":"c1","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]},)"
+                    R"({"role":"tool","tool_call_id":"c1","content":"2"}]})",
+                    true, env(), &h)
+                    .has_value());
+  const auto m = nlohmann::json::parse(h.messages_json);
+  CHECK(m[1]["tool_calls"][0]["function"]["arguments"] == nlohmann::json::parse(R"({"x": 1})"));
+  CHECK(m[2]["role"] == "tool");
 }

@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "kestrel.hpp"
@@ -53,10 +54,12 @@ ApiError library_error(int http, const std::string& param) {
   return e;
 }
 
-std::optional<ApiError> render_chat(const kestrel_model* model, const std::string& messages, std::string* prompt) {
+std::optional<ApiError> render_chat(const kestrel_model* model, const GenRequest& req, std::string* prompt) {
   kestrel_chat_options co;
   kestrel_chat_options_init(&co);
   co.add_generation_prompt = true;
+  co.tools_json = req.tools_json.empty() ? nullptr : req.tools_json.c_str();
+  const std::string& messages = req.messages_json;
   size_t len = 0;
   kestrel_status st = kestrel_chat_format(model, messages.c_str(), &co, nullptr, 0, &len);
   if (st == KESTREL_ERR_BUFFER_TOO_SMALL || st == KESTREL_OK) {
@@ -72,13 +75,54 @@ std::optional<ApiError> render_chat(const kestrel_model* model, const std::strin
   return library_error(400, "messages");
 }
 
+// The reply's splitter, and the grammar tool_choice "required" or a named function needs.
+std::optional<ApiError> make_splitter(const kestrel_model* model, const std::string& prompt, PreparedRequest* out) {
+  GenRequest& req = out->req;
+  kestrel_chat_options co;
+  kestrel_chat_options_init(&co);
+  co.tools_json = req.tools_json.empty() ? nullptr : req.tools_json.c_str();
+  uint32_t flags = req.parallel_tool_calls ? KESTREL_REPLY_PARALLEL_TOOLS : 0;
+  if (req.reasoning_inline) flags |= KESTREL_REPLY_REASONING_INLINE;
+  kestrel_reply_parser* p = nullptr;
+  const kestrel_status st = kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p);
+  if (st != KESTREL_OK)
+    return library_error(400, std::string(kestrel_last_error()).find("tool_choice") != std::string::npos ? "tool_choice" : "tools");
+  out->splitter = std::make_shared<ReplySplitter>(p);
+  size_t len = 0;
+  std::string grammar;
+  if (kestrel_reply_parser_grammar(p, nullptr, 0, &len) == KESTREL_ERR_BUFFER_TOO_SMALL || len > 0) {
+    grammar.resize(len + 1);
+    if (kestrel_reply_parser_grammar(p, grammar.data(), grammar.size(), &len) != KESTREL_OK) return library_error(500, "");
+    grammar.resize(len);
+  }
+  if (!grammar.empty()) req.params.grammar = std::move(grammar);
+  return std::nullopt;
+}
+
 }  // namespace
 
-std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenRequest& req,
-                                      std::vector<kestrel_token>* tokens) {
+json ReplySplitter::push(std::string_view text, bool final) {
+  size_t len = 0;
+  std::string out(256, '\0');
+  kestrel_status st = kestrel_reply_parser_push(p_, text.data(), text.size(), final, out.data(), out.size(), &len);
+  if (st == KESTREL_ERR_BUFFER_TOO_SMALL) {  // the delta waits in the parser
+    out.resize(len + 1);
+    st = kestrel_reply_parser_push(p_, nullptr, 0, false, out.data(), out.size(), &len);
+  }
+  if (st != KESTREL_OK) throw std::runtime_error(std::string("reply parser: ") + kestrel_last_error());
+  out.resize(len);
+  json d = json::parse(out);
+  if (d.contains("tool_calls")) called_ = true;
+  return d;
+}
+
+std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedRequest* out) {
+  const GenRequest& req = out->req;
+  std::vector<kestrel_token>* tokens = &out->prompt;
   std::string rendered;
   if (req.chat) {
-    if (auto e = render_chat(model, req.messages_json, &rendered)) return e;
+    if (auto e = render_chat(model, req, &rendered)) return e;
+    if (auto e = make_splitter(model, rendered, out)) return e;
   }
   try {
     // A rendered template holds special-token text (<|im_start|>..., often BOS); a raw prompt is plain text.

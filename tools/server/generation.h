@@ -35,16 +35,35 @@ struct Generation {
   bool is_done();
 };
 
+// A chat reply split as it arrives into content, reasoning_content and tool_calls deltas
+// (kestrel_reply_parser: the chat template's family, the request's tools and tool_choice).
+class ReplySplitter {
+ public:
+  explicit ReplySplitter(kestrel_reply_parser* p) : p_(p) {}
+  ~ReplySplitter() { kestrel_reply_parser_free(p_); }
+  ReplySplitter(const ReplySplitter&) = delete;
+  ReplySplitter& operator=(const ReplySplitter&) = delete;
+  // What `text` adds (final: the reply is whole): an object with content, reasoning_content
+  // and tool_calls where they changed; empty when nothing did.
+  json push(std::string_view text, bool final);
+  bool called_tools() const { return called_; }
+
+ private:
+  kestrel_reply_parser* p_;
+  bool called_ = false;
+};
+
 // A request ready for the engine: what the client asked for and its prompt tokens.
 struct PreparedRequest {
   GenRequest req;
   std::vector<kestrel_token> prompt;
+  std::shared_ptr<ReplySplitter> splitter;  // chat replies; null for completions
 };
 
-// Renders the chat template (chat) or takes the prompt, and tokenizes it (kestrel_chat_tokenize
-// for a rendered chat: one BOS). A refusal is an ApiError (400 naming messages or prompt).
-std::optional<ApiError> prompt_tokens(const kestrel_model* model, const GenRequest& req,
-                                      std::vector<kestrel_token>* tokens);
+// Renders the chat template (chat, with the tools) or takes the prompt, and tokenizes it
+// (kestrel_chat_tokenize for a rendered chat: one BOS); for chat, the reply's splitter and the
+// grammar a forced tool call needs. A refusal is an ApiError (400 naming messages, prompt, tools).
+std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedRequest* out);
 
 // Submits the prompt to the engine. On success *out is running; every refusal is an ApiError
 // (400, 503 when shutting down).

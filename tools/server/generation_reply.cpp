@@ -18,6 +18,7 @@ void log_failure(const Generation& g) {
 struct StreamState {
   std::shared_ptr<Generation> g;
   ReplyMeta meta;
+  std::shared_ptr<ReplySplitter> splitter;
   bool include_usage = false;
   std::shared_ptr<void> keep;
   ~StreamState() {
@@ -37,6 +38,12 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     return true;
   };
   if (m.chat && !send(sse_role(m))) return;
+  // Text as it comes: split into content, reasoning and tool-call deltas for a chat.
+  auto send_text = [&](const std::string& text, bool final) {
+    if (!s.splitter) return send(sse_text(m, text));
+    const json d = s.splitter->push(text, final);
+    return d.empty() || send(sse_delta(m, d));
+  };
   Utf8Holder utf8;
   for (;;) {
     std::deque<std::string> got;
@@ -49,7 +56,7 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     }
     for (const auto& p : got) {
       const std::string text = utf8.push(p);
-      if (!text.empty() && !send(sse_text(m, text))) return;
+      if (!text.empty() && !send_text(text, false)) return;
     }
     if (done) break;
     if (!w.alive()) {  // nothing generated for a while: notice a client that hung up
@@ -58,20 +65,21 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     }
   }
   const std::string tail = utf8.finish();
-  if (!tail.empty() && !send(sse_text(m, tail))) return;
   if (g.result.finish == KESTREL_FINISH_ERROR) {
     log_failure(g);
     send(sse_error(status_error(500, "generation failed")));
     return;
   }
-  if (!send(sse_finish(m, g.result.finish))) return;
+  if ((s.splitter || !tail.empty()) && !send_text(tail, true)) return;
+  const bool called = s.splitter && s.splitter->called_tools();
+  if (!send(called ? sse_finish(m, "tool_calls") : sse_finish(m, g.result.finish))) return;
   if (s.include_usage && !send(sse_usage(m, g.result))) return;
   send(std::string(kSseDone));
 }
 
 }  // namespace
 
-void reply_whole(Generation& g, const ReplyMeta& meta, http::Response& res) {
+void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, http::Response& res) {
   g.wait_done();
   std::string text;
   {
@@ -85,14 +93,21 @@ void reply_whole(Generation& g, const ReplyMeta& meta, http::Response& res) {
     return;
   }
   res.status = 200;
-  res.body = completion_text(meta, text, g.result);
+  if (!splitter) {
+    res.body = completion_text(meta, text, g.result);
+    return;
+  }
+  const json message = splitter->push(text, true);
+  res.body = chat_message_text(meta, message, splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish),
+                               g.result);
 }
 
-void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, bool include_usage,
-                    std::shared_ptr<void> keep, http::Response& res) {
+void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::shared_ptr<ReplySplitter> splitter,
+                    bool include_usage, std::shared_ptr<void> keep, http::Response& res) {
   auto state = std::make_shared<StreamState>();
   state->g = std::move(g);
   state->meta = meta;
+  state->splitter = std::move(splitter);
   state->include_usage = include_usage;
   state->keep = std::move(keep);
   res.status = 200;

@@ -10,12 +10,14 @@
 
 namespace kestrel::server {
 
-// Waits for the end, then fills res: the completion, or a 500 if generation failed.
-void reply_whole(Generation& g, const ReplyMeta& meta, http::Response& res);
+// Waits for the end, then fills res: the completion, or a 500 if generation failed. A chat's
+// splitter (may be null) turns the text into content, reasoning_content and tool_calls.
+void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, http::Response& res);
 
 // Sets res.stream to the SSE loop. `keep` is held until the stream is over (or dropped unrun),
 // so a draining server can wait for it.
-void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, bool include_usage,
+void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::shared_ptr<ReplySplitter> splitter,
+                    bool include_usage,
                     std::shared_ptr<void> keep, http::Response& res);
 
 }  // namespace kestrel::server

@@ -53,15 +53,34 @@ std::string completion_text(const ReplyMeta& m, const std::string& text, const k
   return json_text(out);
 }
 
+std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
+                              const kestrel_request_result& r) {
+  json msg = {{"role", "assistant"}, {"content", message.value("content", "")}};
+  if (message.contains("reasoning_content")) msg["reasoning_content"] = message["reasoning_content"];
+  if (message.contains("tool_calls")) {
+    msg["tool_calls"] = message["tool_calls"];
+    for (json& c : msg["tool_calls"]) c.erase("index");  // streamed deltas have it, messages not
+    if (msg["content"] == "") msg["content"] = nullptr;
+  }
+  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}, {"message", std::move(msg)}};
+  json out = envelope(m, "chat.completion", json::array({std::move(choice)}));
+  out["usage"] = usage_json(r);
+  return json_text(out);
+}
+
+std::string sse_delta(const ReplyMeta& m, const json& delta) { return chunk(m, delta, nullptr); }
+
+std::string sse_finish(const ReplyMeta& m, const char* finish) {
+  return chunk(m, m.chat ? json::object() : json(""), finish);
+}
+
 std::string sse_role(const ReplyMeta& m) { return chunk(m, {{"role", "assistant"}, {"content", ""}}, nullptr); }
 
 std::string sse_text(const ReplyMeta& m, const std::string& text) {
   return chunk(m, m.chat ? json{{"content", text}} : json(text), nullptr);
 }
 
-std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish) {
-  return chunk(m, m.chat ? json::object() : json(""), finish_reason_text(finish));
-}
+std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish) { return sse_finish(m, finish_reason_text(finish)); }
 
 std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r) {
   json j = envelope(m, chunk_object(m), json::array());

@@ -26,10 +26,17 @@ json usage_json(const kestrel_request_result& r);
 // A non-streamed reply: chat.completion or text_completion.
 std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r);
 
+// A chat reply split by its family (ReplySplitter): message holds content, reasoning_content and
+// tool_calls; finish "tool_calls" when it called tools.
+std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
+                              const kestrel_request_result& r);
+
 // Streamed replies, one event each.
 std::string sse_role(const ReplyMeta& m);                                 // chat: the assistant role first
 std::string sse_text(const ReplyMeta& m, const std::string& text);        // a piece of text
+std::string sse_delta(const ReplyMeta& m, const json& delta);             // chat: a split delta
 std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish);  // empty delta + finish_reason
+std::string sse_finish(const ReplyMeta& m, const char* finish);
 std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r);  // stream_options.include_usage
 std::string sse_error(const ApiError& e);                                  // ends a failed stream
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";

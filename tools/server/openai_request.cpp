@@ -92,10 +92,8 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
     const char* what;
   };
   static const std::vector<Field> kFields = {
-      {"tools", {json::array()}, "tool calling"},
-      {"functions", {json::array()}, "function calling"},
-      {"tool_choice", {"none", "auto"}, "tool calling"},
-      {"function_call", {"none", "auto"}, "function calling"},
+      {"functions", {json::array()}, "the deprecated function calling: use 'tools'"},
+      {"function_call", {"none", "auto"}, "the deprecated function calling: use 'tool_choice'"},
       {"logprobs", {false, 0}, "log probabilities"},
       {"top_logprobs", {0}, "log probabilities"},
       {"echo", {false}, "echoing the prompt"},
@@ -118,7 +116,8 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
   static const std::vector<std::string> kRead = {
       "model", "messages", "prompt", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "top_k", "seed", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options",
-      "stop", "logit_bias", "user", "metadata", "response_format", "grammar"};
+      "stop", "logit_bias", "user", "metadata", "response_format", "grammar", "tools", "tool_choice",
+      "parallel_tool_calls", "reasoning_format"};
   for (const auto& [key, value] : b.items()) {
     bool known = std::find(kRead.begin(), kRead.end(), key) != kRead.end();
     for (const Field& f : kFields) known = known || key == f.key;
@@ -333,9 +332,62 @@ std::optional<ApiError> parse_messages(const json& b, const JsonLimits& limits, 
     } else if (!content.is_string() && !content.is_null()) {
       return bad(where + ".content", where + ".content must be a string or an array of content parts");
     }
+    // Earlier tool calls: OpenAI sends arguments as JSON text; templates iterate them as objects.
+    if (o.contains("tool_calls") && o["tool_calls"].is_array())
+      for (json& c : o["tool_calls"]) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
+        json& a = c["function"]["arguments"];
+        if (!a.is_string()) continue;
+        json parsed = json::parse(a.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_object()) a = std::move(parsed);
+      }
     out.push_back(std::move(o));
   }
   *messages_json = json_text(out);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_tools(const json& b, std::string_view body, bool chat, GenRequest* out) {
+  const json& tools = member(b, "tools");
+  const json& choice = member(b, "tool_choice");
+  const json& format = member(b, "reasoning_format");
+  if (!format.is_null()) {
+    if (format != "none" && format != "auto" && format != "deepseek")
+      return bad("reasoning_format", "'reasoning_format' must be \"auto\", \"deepseek\" (reasoning_content) or \"none\" (kept in content)");
+    out->reasoning_inline = format == "none";
+  }
+  if (auto e = boolean(b, "parallel_tool_calls", &out->parallel_tool_calls)) return e;
+  if (!tools.is_null() && !(tools.is_array() && tools.empty())) {
+    if (!chat) return bad("tools", "'tools' is for /v1/chat/completions");
+    if (!tools.is_array()) return bad("tools", "'tools' must be an array");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const json& t = tools[i];
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || member(t, "type") != "function" || !member(t, "function").is_object() ||
+          !member(t["function"], "name").is_string())
+        return bad(at, at + " must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}");
+    }
+    // In the body's key order: a parameters schema's property order is the order calls write them.
+    out->tools_json = nlohmann::ordered_json::parse(body)["tools"].dump(-1, ' ', false,
+                                                                         nlohmann::ordered_json::error_handler_t::replace);
+  }
+  if (choice.is_null()) return std::nullopt;
+  if (choice.is_string()) {
+    const std::string c = choice.get<std::string>();
+    if (c != "auto" && c != "none" && c != "required")
+      return bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    out->tool_choice = c;
+  } else if (choice.is_object() && member(choice, "type") == "function" && member(choice, "function").is_object() &&
+             member(choice["function"], "name").is_string()) {
+    out->tool_choice = choice["function"]["name"].get<std::string>();
+  } else {
+    return bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  if (out->tool_choice != "auto" && out->tool_choice != "none") {
+    if (out->tools_json.empty()) return bad("tool_choice", "'tool_choice' \"" + echoed(out->tool_choice) + "\" needs 'tools'");
+    if (!out->params.grammar.empty() || !out->params.json_schema.empty())
+      return bad("tool_choice", "'tool_choice' that forces a call cannot be combined with 'response_format' or 'grammar'");
+  }
   return std::nullopt;
 }
 
@@ -349,6 +401,7 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
     r.chat = chat;
     if (auto e = parse_gen_params(b, env.n_vocab, &r.params)) return e;
     if (auto e = parse_response_format(b, body, &r.params)) return e;
+    if (auto e = parse_tools(b, body, chat, &r)) return e;
     if (chat) {
       if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
     } else {

@@ -40,6 +40,13 @@ struct GenRequest {
   std::string messages_json;  // chat: the array kestrel_chat_format reads (content parts flattened)
   std::string prompt;         // completions
   GenParams params;
+  // Chat replies (kestrel_reply_parser): tools ("" none), tool_choice ("auto", "none",
+  // "required" or a function's name), parallel_tool_calls, and reasoning_format "none" (reasoning
+  // kept in content) against the default (reasoning_content).
+  std::string tools_json;
+  std::string tool_choice = "auto";
+  bool parallel_tool_calls = true;
+  bool reasoning_inline = false;
 };
 
 struct TokenizeRequest {
@@ -61,5 +68,6 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, const Re
 // The pieces of parse_generation_request, for tests.
 std::optional<ApiError> parse_gen_params(const json& body, int32_t n_vocab, GenParams* out);
 std::optional<ApiError> parse_messages(const json& body, const JsonLimits& limits, std::string* messages_json);
+std::optional<ApiError> parse_tools(const json& body, std::string_view text, bool chat, GenRequest* out);
 
 }  // namespace kestrel::server

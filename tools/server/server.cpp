@@ -169,7 +169,7 @@ void Server::generate(const http::Request& req, http::Response& res, bool chat) 
 // The body parsed, the chat template rendered and the prompt tokenized: nothing submitted yet.
 std::optional<ApiError> Server::build_request(const http::Request& req, bool chat, PreparedRequest* out) {
   if (auto e = parse_generation_request(req.body, chat, env_, &out->req)) return e;
-  return prompt_tokens(model_, out->req, &out->prompt);
+  return prepare_prompt(model_, out);
 }
 
 // Submits the prepared request, then replies: one completion object, or the SSE stream.
@@ -183,11 +183,11 @@ void Server::respond(const PreparedRequest& pr, http::Response& res) {
   meta.model = opts_.model_id;
   meta.chat = pr.req.chat;
   if (!pr.req.params.stream) {
-    reply_whole(*g, meta, res);
+    reply_whole(*g, meta, pr.splitter.get(), res);
     if (res.status != 200) ++n_errors_;
     return;
   }
-  reply_streamed(std::move(g), meta, pr.req.params.include_usage, enter(), res);
+  reply_streamed(std::move(g), meta, pr.splitter, pr.req.params.include_usage, enter(), res);
 }
 
 void Server::models(const http::Request&, http::Response& res) {

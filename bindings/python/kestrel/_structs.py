@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 #: The API version these mirrors were written for (``KESTREL_API_VERSION``).
-API_VERSION = 6
+API_VERSION = 7
 
 c_token = c_int32
 c_enum = c_int  # C enums with values in int range are int-sized on every ABI we target

@@ -9,6 +9,7 @@
 //   fuzz_http_request     raw HTTP/1.x requests for the server's endpoints
 //   fuzz_openai_request   JSON bodies for the OpenAI endpoints
 //   fuzz_grammar          GBNF grammars and JSON Schemas, each with a text to match
+//   fuzz_chat_reply       replies of several tool-call families
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -165,6 +166,23 @@ void grammar_seeds() {
   for (int k = 0; k < 3; ++k) write_seed("fuzz_grammar", "schema_" + std::to_string(k), std::string(1, '\1') + schemas[k] + '\0' + values[k]);
 }
 
+// Replies of several families: the first byte picks the family (chat_syntaxes() order).
+void chat_reply_seeds() {
+  const char* replies[] = {
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",  // harmony row: content
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+      "ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": [1]}\n```<｜tool▁call▁end｜>",
+      "<｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>",
+      "<think>x</think><tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+      "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>b</arg_value>\n</tool_call>",
+  };
+  for (int k = 0; k < 6; ++k)
+    write_seed("fuzz_chat_reply", "reply_" + std::to_string(k), std::string(1, static_cast<char>(k)) + replies[k]);
+  write_seed("fuzz_chat_reply", "harmony",
+             std::string(1, '\0') + "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>commentary "
+             "to=functions.f <|constrain|>json<|message|>{}<|call|>");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,5 +196,6 @@ int main(int argc, char** argv) {
   tokenizer_seeds();
   server_seeds();
   grammar_seeds();
+  chat_reply_seeds();
   return 0;
 }

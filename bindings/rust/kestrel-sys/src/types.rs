@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_void};
 
 /// `KESTREL_API_VERSION` of the header these declarations mirror.
-pub const KESTREL_API_VERSION: u32 = 6;
+pub const KESTREL_API_VERSION: u32 = 7;
 
 /// A token id.
 pub type kestrel_token = i32;
