@@ -3,6 +3,7 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "sampling/logprobs.h"
 
 using kestrel::api::fail;
 using kestrel::api::guard;
@@ -71,6 +72,21 @@ kestrel_status kestrel_sampler_new(const kestrel_sampler_options* opts, kestrel_
 }
 
 void kestrel_sampler_free(kestrel_sampler* s) { delete s; }
+
+kestrel_status kestrel_logprobs(const float* logits, int32_t n_vocab, kestrel_token token, float* token_logprob,
+                                kestrel_token_logprob* top, int32_t k) {
+  return guard("kestrel_logprobs", [&]() -> kestrel_status {
+    const char* fn = "kestrel_logprobs";
+    KS_API_CHECK_ARG(logits && n_vocab > 0, fn, "logits must not be NULL and n_vocab must be positive");
+    KS_API_CHECK_ARG(token >= -1 && token < n_vocab, fn, "token " + std::to_string(token) + " is outside [-1, n_vocab)");
+    KS_API_CHECK_ARG(k <= 0 || top, fn, "top must not be NULL when k > 0");
+    std::vector<kestrel::TokenLogprob> best;
+    const float lp = kestrel::log_softmax_top({logits, static_cast<size_t>(n_vocab)}, token, top ? k : 0, &best);
+    if (token_logprob) *token_logprob = lp;
+    for (size_t i = 0; i < best.size(); ++i) top[i] = {best[i].token, best[i].logprob};
+    return KESTREL_OK;
+  });
+}
 
 kestrel_status kestrel_sampler_sample(kestrel_sampler* s, const float* logits, int32_t n_vocab, kestrel_token* out) {
   return guard("kestrel_sampler_sample", [&]() -> kestrel_status {

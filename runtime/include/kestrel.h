@@ -102,8 +102,7 @@ KESTREL_API int32_t kestrel_model_n_vocab(const kestrel_model *model);
 KESTREL_API int32_t kestrel_model_n_ctx_train(const kestrel_model *model);
 KESTREL_API kestrel_token kestrel_model_token_bos(const kestrel_model *model); /* -1 if none */
 KESTREL_API kestrel_token kestrel_model_token_eos(const kestrel_model *model); /* -1 if none */
-/* True for end-of-generation tokens (EOS, EOT, ...). */
-KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_token token);
+KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_token token); /* EOS, EOT, ... */
 
 /* ---- tokenizer --------------------------------------------------------------------------- */
 /* add_special: add BOS/EOS as the vocabulary asks. parse_special: match control-token text. */
@@ -122,10 +121,9 @@ KESTREL_API kestrel_status kestrel_token_to_piece(const kestrel_model *model, ke
 KESTREL_API kestrel_status kestrel_detokenizer_new(const kestrel_model *model, bool render_special,
                                                    kestrel_detokenizer **out);
 KESTREL_API void kestrel_detokenizer_free(kestrel_detokenizer *detok);
-/* Writes the text that became complete; *len = bytes written (or needed). On
- * KESTREL_ERR_BUFFER_TOO_SMALL the text stays pending and comes first from the next push/flush;
- * token -1 pushes nothing and returns only the pending text; other ids outside the vocabulary:
- * KESTREL_ERR_OUT_OF_RANGE. A refused call takes no token. */
+/* Writes the text that became complete; *len = bytes written (or needed). On KESTREL_ERR_BUFFER_TOO_SMALL the
+ * text stays pending and comes first from the next push/flush; token -1 pushes nothing and returns only the
+ * pending text; other ids outside the vocabulary: KESTREL_ERR_OUT_OF_RANGE. A refused call takes no token. */
 KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, kestrel_token token,
                                                     char *buf, size_t cap, size_t *len);
 /* Emits what is left (invalid trailing bytes as U+FFFD) and resets. */
@@ -167,7 +165,8 @@ KESTREL_API kestrel_status kestrel_reply_parser_new(const kestrel_model *model, 
                                                     const char *prompt, const char *tool_choice, uint32_t flags,
                                                     kestrel_reply_parser **out);
 /* The GBNF the generation must follow ("" when unconstrained): required and named tool_choice. */
-KESTREL_API kestrel_status kestrel_reply_parser_grammar(const kestrel_reply_parser *p, char *buf, size_t cap, size_t *len);
+KESTREL_API kestrel_status kestrel_reply_parser_grammar(const kestrel_reply_parser *p, char *buf, size_t cap,
+                                                        size_t *len);
 /* Adds generated text (final: the reply is whole); writes the change as JSON {"content", "reasoning_content",
  * "tool_calls": [{"index", "id", "type", "function": {"name", "arguments"}}]} (non-empty members only).
  * Too small a buffer keeps the delta: call again with no text to take it. */
@@ -215,16 +214,13 @@ typedef struct kestrel_batch {
 KESTREL_API kestrel_status kestrel_decode(kestrel_context *ctx, const kestrel_batch *batch);
 /* Logits of batch row i of the last decode (i < 0 counts from the end). The pointer stays valid
  * until the next decode on ctx. */
-KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, const float **logits,
-                                              int32_t *n_vocab);
+KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, const float **logits, int32_t *n_vocab);
 
 /* KV cache sequence operations. p1 < 0 means "to the end". */
 KESTREL_API kestrel_status kestrel_kv_seq_remove(kestrel_context *ctx, int32_t seq, int32_t p0, int32_t p1);
-KESTREL_API kestrel_status kestrel_kv_seq_copy(kestrel_context *ctx, int32_t src, int32_t dst,
-                                               int32_t p0, int32_t p1);
+KESTREL_API kestrel_status kestrel_kv_seq_copy(kestrel_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 KESTREL_API kestrel_status kestrel_kv_seq_keep(kestrel_context *ctx, int32_t seq);
-/* Largest position cached for seq, -1 if none. */
-KESTREL_API int32_t kestrel_kv_seq_pos_max(const kestrel_context *ctx, int32_t seq);
+KESTREL_API int32_t kestrel_kv_seq_pos_max(const kestrel_context *ctx, int32_t seq); /* largest position; -1: none */
 KESTREL_API void kestrel_kv_clear(kestrel_context *ctx);
 
 /* ---- sampling ---------------------------------------------------------------------------- */
@@ -254,6 +250,11 @@ KESTREL_API kestrel_status kestrel_sampler_sample(kestrel_sampler *sampler, cons
 /* Records a token (e.g. of the prompt) for the penalties without sampling. */
 KESTREL_API void kestrel_sampler_accept(kestrel_sampler *sampler, kestrel_token token);
 KESTREL_API void kestrel_sampler_reset(kestrel_sampler *sampler);
+/* API 7: log-probabilities (log-softmax) of a logits row, e.g. kestrel_request.on_logits': *token_logprob for
+ * token (-1: none), the k most likely into top (k <= 0 or top NULL: none), most likely first, ties by id. */
+typedef struct kestrel_token_logprob { kestrel_token token; float logprob; } kestrel_token_logprob;
+KESTREL_API kestrel_status kestrel_logprobs(const float *logits, int32_t n_vocab, kestrel_token token,
+                                            float *token_logprob, kestrel_token_logprob *top, int32_t k);
 
 /* ---- speculative decoding ---------------------------------------------------------------- */
 /* A drafter proposes tokens, the model scores them all in one pass and keeps what it would have
@@ -283,8 +284,7 @@ typedef struct kestrel_spec_stats {
 KESTREL_API void kestrel_spec_options_init(kestrel_spec_options *opts);
 
 /* ---- generate: tokenize, decode, sample, stream ------------------------------------------ */
-/* Called per generated token with its newly completed UTF-8 text (may be empty); return false to
- * stop generating. */
+/* Called per generated token with its newly completed UTF-8 text (may be empty); false stops generating. */
 typedef bool (*kestrel_token_fn)(kestrel_token token, const char *piece, size_t piece_len, void *user);
 
 typedef struct kestrel_generate_options {

@@ -697,6 +697,20 @@ void kv_cases(std::vector<Case>& cs) {
 }
 
 void sampler_cases(std::vector<Case>& cs) {
+  const std::string L = "kestrel_logprobs";
+  static const float kRow[4] = {0.5f, -1.0f, 2.0f, 0.0f};
+  cs.push_back({L, "NULL logits", INVALID, [](Env&) { return kestrel_logprobs(nullptr, 4, 0, nullptr, nullptr, 0); }});
+  cs.push_back({L, "n_vocab 0", INVALID, [](Env&) { return kestrel_logprobs(kRow, 0, -1, nullptr, nullptr, 0); }});
+  cs.push_back({L, "n_vocab -5", INVALID, [](Env&) { return kestrel_logprobs(kRow, -5, -1, nullptr, nullptr, 0); }});
+  cs.push_back({L, "token 4 of 4", INVALID, [](Env&) { return kestrel_logprobs(kRow, 4, 4, nullptr, nullptr, 0); }});
+  cs.push_back({L, "token -2", INVALID, [](Env&) { return kestrel_logprobs(kRow, 4, -2, nullptr, nullptr, 0); }});
+  cs.push_back({L, "NULL top, k 3", INVALID, [](Env&) { return kestrel_logprobs(kRow, 4, 0, nullptr, nullptr, 3); }});
+  cs.push_back({L, "k 1000 of 4", OK, [](Env&) {
+                  kestrel_token_logprob top[4];
+                  float lp = 0;
+                  const kestrel_status st = kestrel_logprobs(kRow, 4, 2, &lp, top, 1000);  // writes min(k, n_vocab)
+                  return st == OK ? expect(top[0].token == 2 && top[3].token == 1 && lp == top[0].logprob) : st;
+                }});
   const std::string N = "kestrel_sampler_new";
   auto make = [](std::function<void(kestrel_sampler_options&)> set) {
     return [set](Env&) {

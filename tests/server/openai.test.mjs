@@ -246,6 +246,46 @@ await test('structured output: response_format json_schema and json_object, plai
   await expectError(await post('/v1/completions', { prompt: 'x', grammar: 'root ::= nothing' }), 400, undefined);
 });
 
+await test('logprobs: chat and completions, plain and streamed; refusals', async () => {
+  const messages = [{ role: 'user', content: 'Tell me a story.' }];
+  const chat = await client.chat.completions.create({ model: 'stories', messages, ...greedy, logprobs: true, top_logprobs: 3 });
+  const c = chat.choices[0];
+  const entries = c.logprobs.content;
+  assert.ok(entries.length > 0);
+  const bytes = [];
+  for (const e of entries) {
+    assert.equal(e.top_logprobs.length, 3);
+    assert.ok(e.logprob <= 0);
+    for (let i = 1; i < 3; i++) assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob);
+    // greedy: each token is its row's most likely one
+    assert.equal(e.token, e.top_logprobs[0].token);
+    assert.equal(e.logprob, e.top_logprobs[0].logprob);
+    bytes.push(...e.bytes);
+  }
+  assert.equal(Buffer.from(bytes).toString('utf8'), c.message.content);  // the tokens are the text
+  // Streamed: the same entries, spread over the chunks.
+  const s = await client.chat.completions.create({ model: 'stories', messages, ...greedy, logprobs: true, top_logprobs: 3,
+                                                    stream: true });
+  const streamed = [];
+  for await (const chunk of s) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed, entries);
+  // Completions: logprobs N, OpenAI's legacy shape.
+  const comp = await client.completions.create({ model: 'stories', prompt: 'Once upon a time', ...greedy, logprobs: 2 });
+  const lp = comp.choices[0].logprobs;
+  assert.equal(lp.tokens.length, lp.token_logprobs.length);
+  assert.equal(lp.tokens.join(''), comp.choices[0].text);
+  for (let i = 0; i < lp.tokens.length; i++) {
+    assert.ok(Object.keys(lp.top_logprobs[i]).length <= 2);
+    assert.equal(Math.max(...Object.values(lp.top_logprobs[i])), lp.token_logprobs[i]);
+    if (i > 0) assert.ok(lp.text_offset[i] > lp.text_offset[i - 1]);
+  }
+  // Off unless asked.
+  assert.equal((await client.chat.completions.create({ model: 'stories', messages, ...greedy })).choices[0].logprobs, null);
+  await expectError(await post('/v1/chat/completions', { messages, top_logprobs: 3 }), 400, 'top_logprobs');
+  await expectError(await post('/v1/chat/completions', { messages, logprobs: true, top_logprobs: 21 }), 400, 'top_logprobs');
+  await expectError(await post('/v1/completions', { prompt: 'x', logprobs: 6 }), 400, 'logprobs');
+});
+
 await test('the web page is served', async () => {
   const r = await fetch(base + '/');
   assert.equal(r.status, 200);

@@ -28,9 +28,24 @@ namespace {
 // The engine's callbacks get a heap shared_ptr as `user`: a reference released by on_done.
 Generation* of(void* user) { return static_cast<std::shared_ptr<Generation>*>(user)->get(); }
 
-bool on_piece(kestrel_token, const char* piece, size_t len, void* user) {
+// logprobs: the row each token is sampled from comes just before the token (on_piece).
+void on_logits(const float* logits, int32_t n_vocab, void* user) {
   Generation* g = of(user);
+  g->row.assign(logits, logits + n_vocab);
+}
+
+bool on_piece(kestrel_token t, const char* piece, size_t len, void* user) {
+  Generation* g = of(user);
+  TokenLogprobs lp;
+  const bool with_logprobs = g->top_logprobs >= 0 && t >= 0 && !g->row.empty() && !kestrel_model_token_is_eog(g->model, t);
+  if (with_logprobs) {
+    lp.token = t;
+    lp.top.resize(static_cast<size_t>(g->top_logprobs));
+    kestrel_logprobs(g->row.data(), static_cast<int32_t>(g->row.size()), t, &lp.logprob, lp.top.data(), g->top_logprobs);
+    g->row.clear();
+  }
   std::lock_guard<std::mutex> lock(g->mu);
+  if (with_logprobs) g->logprobs.push_back(std::move(lp));
   if (len > 0) g->pieces.emplace_back(piece, len);
   g->cv.notify_all();
   return !g->client_gone;
@@ -140,8 +155,8 @@ std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedReque
   return std::nullopt;
 }
 
-std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedRequest& prepared,
-                                         std::shared_ptr<Generation>* out) {
+std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
+                                         const PreparedRequest& prepared, std::shared_ptr<Generation>* out) {
   const GenRequest& req = prepared.req;
   const std::vector<kestrel_token>& tokens = prepared.prompt;
   GenParams gp = req.params;
@@ -152,6 +167,8 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedR
   gp.sampling.n_logit_bias = static_cast<int32_t>(gp.bias_tokens.size());
   auto g = std::make_shared<Generation>();
   g->engine = engine;
+  g->model = model;
+  g->top_logprobs = gp.top_logprobs;
   auto* ref = new std::shared_ptr<Generation>(g);  // the engine's reference, released by on_done
   kestrel_request r;
   kestrel_request_init(&r);
@@ -164,6 +181,7 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedR
   r.grammar = gp.grammar.empty() ? nullptr : gp.grammar.c_str();
   r.json_schema = gp.json_schema.empty() ? nullptr : gp.json_schema.c_str();
   r.on_token = on_piece;
+  if (gp.top_logprobs >= 0) r.on_logits = on_logits;
   r.on_done = on_finished;
   r.user = ref;
   // g->id is read only by this thread's callers (to cancel), never by the engine's callbacks.

@@ -13,6 +13,7 @@
 
 #include "kestrel.h"
 #include "server/openai_api.h"
+#include "server/openai_reply.h"
 #include "server/openai_request.h"
 
 namespace kestrel::server {
@@ -25,6 +26,10 @@ struct Generation {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::string> pieces;  // text not taken yet
+  std::deque<TokenLogprobs> logprobs;  // per token, not taken yet (requests that ask for them)
+  int32_t top_logprobs = -1;           // -1: no logprobs
+  const kestrel_model* model = nullptr;
+  std::vector<float> row;              // the logits of the token on_piece gets next
   bool done = false;
   kestrel_request_result result{};
   std::atomic<bool> client_gone{false};  // the next token callback cancels
@@ -67,7 +72,7 @@ std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedReque
 
 // Submits the prompt to the engine. On success *out is running; every refusal is an ApiError
 // (400, 503 when shutting down).
-std::optional<ApiError> start_generation(kestrel_engine* engine, const PreparedRequest& prepared,
-                                         std::shared_ptr<Generation>* out);
+std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
+                                         const PreparedRequest& prepared, std::shared_ptr<Generation>* out);
 
 }  // namespace kestrel::server

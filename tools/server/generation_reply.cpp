@@ -38,11 +38,19 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     return true;
   };
   if (m.chat && !send(sse_role(m))) return;
+  // logprobs of the tokens taken so far, sent with the next chunk.
+  std::vector<TokenLogprobs> logprobs;
+  size_t text_offset = 0;
+  auto take_logprobs = [&] {
+    json j = logprobs_json(m, g.model, logprobs, &text_offset);
+    logprobs.clear();
+    return j;
+  };
   // Text as it comes: split into content, reasoning and tool-call deltas for a chat.
   auto send_text = [&](const std::string& text, bool final) {
-    if (!s.splitter) return send(sse_text(m, text));
+    if (!s.splitter) return send(sse_text(m, text, take_logprobs()));
     const json d = s.splitter->push(text, final);
-    return d.empty() || send(sse_delta(m, d));
+    return d.empty() || send(sse_delta(m, d, take_logprobs()));
   };
   Utf8Holder utf8;
   for (;;) {
@@ -52,6 +60,8 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
       std::unique_lock<std::mutex> lock(g.mu);
       g.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return g.done || !g.pieces.empty(); });
       got.swap(g.pieces);
+      for (TokenLogprobs& t : g.logprobs) logprobs.push_back(std::move(t));
+      g.logprobs.clear();
       done = g.done;
     }
     for (const auto& p : got) {
@@ -71,6 +81,8 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     return;
   }
   if ((s.splitter || !tail.empty()) && !send_text(tail, true)) return;
+  if (!logprobs.empty() && !send(m.chat ? sse_delta(m, json::object(), take_logprobs()) : sse_text(m, "", take_logprobs())))
+    return;
   const bool called = s.splitter && s.splitter->called_tools();
   if (!send(called ? sse_finish(m, "tool_calls") : sse_finish(m, g.result.finish))) return;
   if (s.include_usage && !send(sse_usage(m, g.result))) return;
@@ -82,10 +94,14 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
 void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, http::Response& res) {
   g.wait_done();
   std::string text;
+  std::vector<TokenLogprobs> logprobs;
   {
     std::lock_guard<std::mutex> lock(g.mu);
     for (const auto& p : g.pieces) text += p;
+    logprobs.assign(g.logprobs.begin(), g.logprobs.end());
   }
+  size_t offset = 0;
+  const json lp = logprobs_json(meta, g.model, logprobs, &offset);
   if (g.result.finish == KESTREL_FINISH_ERROR) {
     log_failure(g);
     res.status = 500;
@@ -94,12 +110,12 @@ void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, 
   }
   res.status = 200;
   if (!splitter) {
-    res.body = completion_text(meta, text, g.result);
+    res.body = completion_text(meta, text, g.result, lp);
     return;
   }
   const json message = splitter->push(text, true);
   res.body = chat_message_text(meta, message, splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish),
-                               g.result);
+                               g.result, lp);
 }
 
 void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::shared_ptr<ReplySplitter> splitter,

@@ -1,5 +1,7 @@
 #include "server/openai_reply.h"
 
+#include <cmath>
+
 namespace kestrel::server {
 
 const char* finish_reason_text(kestrel_finish_reason r) {
@@ -27,8 +29,8 @@ const char* chunk_object(const ReplyMeta& m) { return m.chat ? "chat.completion.
 std::string event(const json& j) { return "data: " + json_text(j) + "\n\n"; }
 
 // One streamed choice: chat sends a delta object, completions the text itself.
-std::string chunk(const ReplyMeta& m, json delta_or_text, json finish) {
-  json c = {{"index", 0}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
+std::string chunk(const ReplyMeta& m, json delta_or_text, json finish, json logprobs = nullptr) {
+  json c = {{"index", 0}, {"finish_reason", std::move(finish)}, {"logprobs", std::move(logprobs)}};
   c[m.chat ? "delta" : "text"] = std::move(delta_or_text);
   return event(envelope(m, chunk_object(m), json::array({std::move(c)})));
 }
@@ -44,8 +46,9 @@ size_t sequence_length(unsigned char c) {
 
 }  // namespace
 
-std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_text(r.finish)}, {"logprobs", nullptr}};
+std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r,
+                            const json& logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_text(r.finish)}, {"logprobs", logprobs}};
   if (m.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
   json out = envelope(m, m.chat ? "chat.completion" : "text_completion", json::array({std::move(choice)}));
@@ -54,7 +57,7 @@ std::string completion_text(const ReplyMeta& m, const std::string& text, const k
 }
 
 std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
-                              const kestrel_request_result& r) {
+                              const kestrel_request_result& r, const json& logprobs) {
   json msg = {{"role", "assistant"}, {"content", message.value("content", "")}};
   if (message.contains("reasoning_content")) msg["reasoning_content"] = message["reasoning_content"];
   if (message.contains("tool_calls")) {
@@ -62,13 +65,15 @@ std::string chat_message_text(const ReplyMeta& m, const json& message, const cha
     for (json& c : msg["tool_calls"]) c.erase("index");  // streamed deltas have it, messages not
     if (msg["content"] == "") msg["content"] = nullptr;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}, {"message", std::move(msg)}};
+  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", logprobs}, {"message", std::move(msg)}};
   json out = envelope(m, "chat.completion", json::array({std::move(choice)}));
   out["usage"] = usage_json(r);
   return json_text(out);
 }
 
-std::string sse_delta(const ReplyMeta& m, const json& delta) { return chunk(m, delta, nullptr); }
+std::string sse_delta(const ReplyMeta& m, const json& delta, const json& logprobs) {
+  return chunk(m, delta, nullptr, logprobs);
+}
 
 std::string sse_finish(const ReplyMeta& m, const char* finish) {
   return chunk(m, m.chat ? json::object() : json(""), finish);
@@ -76,8 +81,64 @@ std::string sse_finish(const ReplyMeta& m, const char* finish) {
 
 std::string sse_role(const ReplyMeta& m) { return chunk(m, {{"role", "assistant"}, {"content", ""}}, nullptr); }
 
-std::string sse_text(const ReplyMeta& m, const std::string& text) {
-  return chunk(m, m.chat ? json{{"content", text}} : json(text), nullptr);
+std::string sse_text(const ReplyMeta& m, const std::string& text, const json& logprobs) {
+  return chunk(m, m.chat ? json{{"content", text}} : json(text), nullptr, logprobs);
+}
+
+namespace {
+
+// A token's raw bytes (possibly part of a UTF-8 character).
+std::string piece_of(const kestrel_model* model, kestrel_token t) {
+  char buf[256];
+  size_t len = 0;
+  if (kestrel_token_to_piece(model, t, false, buf, sizeof buf, &len) == KESTREL_OK) return std::string(buf, len);
+  std::string big(len + 1, '\0');
+  if (kestrel_token_to_piece(model, t, false, big.data(), big.size(), &len) != KESTREL_OK) return "";
+  big.resize(len);
+  return big;
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (const char c : s) b.push_back(static_cast<unsigned char>(c));
+  return b;
+}
+
+// OpenAI writes -9999 for a probability too small to represent.
+double finite(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
+
+}  // namespace
+
+json logprobs_json(const ReplyMeta& m, const kestrel_model* model, const std::vector<TokenLogprobs>& tokens,
+                   size_t* offset) {
+  if (tokens.empty()) return nullptr;
+  if (m.chat) {
+    json content = json::array();
+    for (const TokenLogprobs& t : tokens) {
+      const std::string piece = piece_of(model, t.token);
+      json top = json::array();
+      for (const kestrel_token_logprob& a : t.top) {
+        const std::string p = piece_of(model, a.token);
+        top.push_back({{"token", p}, {"logprob", finite(a.logprob)}, {"bytes", bytes_of(p)}});
+      }
+      content.push_back(
+          {{"token", piece}, {"logprob", finite(t.logprob)}, {"bytes", bytes_of(piece)}, {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const TokenLogprobs& t : tokens) {
+    const std::string piece = piece_of(model, t.token);
+    out["tokens"].push_back(piece);
+    out["token_logprobs"].push_back(finite(t.logprob));
+    json top = json::object();
+    for (const kestrel_token_logprob& a : t.top) top[piece_of(model, a.token)] = finite(a.logprob);
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(*offset);
+    *offset += piece.size();
+  }
+  return out;
 }
 
 std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish) { return sse_finish(m, finish_reason_text(finish)); }

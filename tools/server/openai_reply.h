@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kestrel.h"
 #include "server/openai_api.h"
@@ -20,21 +21,35 @@ struct ReplyMeta {
   bool chat = false;
 };
 
+// One generated token's log-probability and its most likely alternatives (logprobs).
+struct TokenLogprobs {
+  kestrel_token token = -1;
+  float logprob = 0;
+  std::vector<kestrel_token_logprob> top;
+};
+
+// OpenAI's logprobs object for these tokens: chat {"content": [{token, logprob, bytes,
+// top_logprobs}], "refusal": null}; completions {tokens, token_logprobs, top_logprobs,
+// text_offset}, offsets counted from *offset (advanced past the tokens). Null when none asked.
+json logprobs_json(const ReplyMeta& m, const kestrel_model* model, const std::vector<TokenLogprobs>& tokens,
+                   size_t* offset);
+
 const char* finish_reason_text(kestrel_finish_reason r);
 json usage_json(const kestrel_request_result& r);
 
 // A non-streamed reply: chat.completion or text_completion.
-std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r);
+std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r,
+                            const json& logprobs = nullptr);
 
 // A chat reply split by its family (ReplySplitter): message holds content, reasoning_content and
 // tool_calls; finish "tool_calls" when it called tools.
 std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
-                              const kestrel_request_result& r);
+                              const kestrel_request_result& r, const json& logprobs = nullptr);
 
 // Streamed replies, one event each.
 std::string sse_role(const ReplyMeta& m);                                 // chat: the assistant role first
-std::string sse_text(const ReplyMeta& m, const std::string& text);        // a piece of text
-std::string sse_delta(const ReplyMeta& m, const json& delta);             // chat: a split delta
+std::string sse_text(const ReplyMeta& m, const std::string& text, const json& logprobs = nullptr);  // a piece of text
+std::string sse_delta(const ReplyMeta& m, const json& delta, const json& logprobs = nullptr);  // chat: a split delta
 std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish);  // empty delta + finish_reason
 std::string sse_finish(const ReplyMeta& m, const char* finish);
 std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r);  // stream_options.include_usage

@@ -94,8 +94,6 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
   static const std::vector<Field> kFields = {
       {"functions", {json::array()}, "the deprecated function calling: use 'tools'"},
       {"function_call", {"none", "auto"}, "the deprecated function calling: use 'tool_choice'"},
-      {"logprobs", {false, 0}, "log probabilities"},
-      {"top_logprobs", {0}, "log probabilities"},
       {"echo", {false}, "echoing the prompt"},
       {"suffix", {""}, "insertion (suffix)"},
       {"best_of", {1}, "best_of (only 1)"},
@@ -117,7 +115,7 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
       "model", "messages", "prompt", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "top_k", "seed", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options",
       "stop", "logit_bias", "user", "metadata", "response_format", "grammar", "tools", "tool_choice",
-      "parallel_tool_calls", "reasoning_format"};
+      "parallel_tool_calls", "reasoning_format", "logprobs", "top_logprobs"};
   for (const auto& [key, value] : b.items()) {
     bool known = std::find(kRead.begin(), kRead.end(), key) != kRead.end();
     for (const Field& f : kFields) known = known || key == f.key;
@@ -391,6 +389,25 @@ std::optional<ApiError> parse_tools(const json& b, std::string_view body, bool c
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_logprobs(const json& b, bool chat, GenParams* out) {
+  const json& lp = member(b, "logprobs");
+  const json& top = member(b, "top_logprobs");
+  std::optional<int64_t> v;
+  if (chat) {  // logprobs: bool; top_logprobs: 0..20, only with logprobs
+    bool on = false;
+    if (auto e = boolean(b, "logprobs", &on)) return e;
+    if (auto e = integer(b, "top_logprobs", 0, kMaxTopLogprobs, &v)) return e;
+    if (v && !on) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    out->top_logprobs = on ? static_cast<int32_t>(v.value_or(0)) : -1;
+    return std::nullopt;
+  }
+  if (!top.is_null()) return bad("top_logprobs", "'top_logprobs' is for chat; completions take 'logprobs': N");
+  if (lp.is_boolean() && !lp.get<bool>()) return std::nullopt;
+  if (auto e = integer(b, "logprobs", 0, 5, &v)) return e;  // completions: the number of alternatives
+  if (v) out->top_logprobs = static_cast<int32_t>(*v);
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_generation_request(std::string_view body, bool chat, const RequestEnv& env,
                                                  GenRequest* out) {
   try {
@@ -402,6 +419,7 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
     if (auto e = parse_gen_params(b, env.n_vocab, &r.params)) return e;
     if (auto e = parse_response_format(b, body, &r.params)) return e;
     if (auto e = parse_tools(b, body, chat, &r)) return e;
+    if (auto e = parse_logprobs(b, chat, &r.params)) return e;
     if (chat) {
       if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
     } else {

@@ -33,7 +33,12 @@ struct GenParams {
   // at most one is set; the library compiles it at submit (an unsupported keyword: 400).
   std::string grammar;
   std::string json_schema;
+  // logprobs: -1 off; else the token's log-probability and this many alternatives (chat's
+  // logprobs + top_logprobs, completions' logprobs: N).
+  int32_t top_logprobs = -1;
 };
+
+inline constexpr int kMaxTopLogprobs = 20;
 
 struct GenRequest {
   bool chat = false;
@@ -68,6 +73,7 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, const Re
 // The pieces of parse_generation_request, for tests.
 std::optional<ApiError> parse_gen_params(const json& body, int32_t n_vocab, GenParams* out);
 std::optional<ApiError> parse_messages(const json& body, const JsonLimits& limits, std::string* messages_json);
+std::optional<ApiError> parse_logprobs(const json& body, bool chat, GenParams* out);
 std::optional<ApiError> parse_tools(const json& body, std::string_view text, bool chat, GenRequest* out);
 
 }  // namespace kestrel::server

@@ -175,7 +175,7 @@ std::optional<ApiError> Server::build_request(const http::Request& req, bool cha
 // Submits the prepared request, then replies: one completion object, or the SSE stream.
 void Server::respond(const PreparedRequest& pr, http::Response& res) {
   std::shared_ptr<Generation> g;
-  if (auto e = start_generation(engine_, pr, &g)) return reply_error(res, *e);
+  if (auto e = start_generation(engine_, model_, pr, &g)) return reply_error(res, *e);
   track(g);
   ReplyMeta meta;
   meta.id = random_id(pr.req.chat ? "chatcmpl" : "cmpl");
