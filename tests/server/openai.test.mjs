@@ -108,7 +108,7 @@ await test('bad requests: status and error body', async () => {
   await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], temperature: 'hot' }), 400, 'temperature');
   await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: -1 }), 400, 'max_tokens');
   await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], stream: 'yes' }), 400, 'stream');
-  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 2 }), 400, 'n');
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 0 }), 400, 'n');
   await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], logit_bias: { 999999: 5 } }), 400, 'logit_bias');
   await expectError(await post('/v1/chat/completions', { messages: [{ content: 'no role' }] }), 400);
   await expectError(await post('/v1/chat/completions', { messages: 'hello' }), 400, 'messages');
@@ -149,6 +149,51 @@ await test('a common 200-token prefix is prefilled once', async () => {
   assert.ok(r.usage.prompt_tokens >= 200, `prompt ${r.usage.prompt_tokens} tokens`);
   assert.ok(cached >= 192, `cached ${cached}`);
   assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 192);
+});
+
+await test('n > 1: each choice equals a request alone with seed + index; streamed; the prompt computed once', async () => {
+  const prompt = 'the dog ran to the park and played with a ball. '.repeat(12) + 'Then';
+  const one = { model: 'stories', prompt, temperature: 1, max_tokens: 12 };
+  const before = await metric('tokens_cached_total');
+  const r = await client.completions.create({ ...one, n: 4, seed: 5 });
+  const cached = (await metric('tokens_cached_total')) - before;
+  assert.equal(r.choices.length, 4);
+  assert.ok(cached >= 3 * 96, `cached ${cached}: the other choices share the first one's prompt blocks`);
+  const alone = [];
+  let tokens = 0;
+  for (let i = 0; i < 4; i++) {
+    const a = await client.completions.create({ ...one, seed: 5 + i });
+    alone.push(a.choices[0]);
+    tokens += a.usage.completion_tokens;
+  }
+  r.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.text, alone[i].text, `choice ${i}`);
+    assert.equal(c.finish_reason, alone[i].finish_reason);
+  });
+  assert.equal(r.usage.completion_tokens, tokens);  // summed over the choices
+  assert.equal(r.usage.prompt_tokens, (await client.completions.create({ ...one, max_tokens: 1 })).usage.prompt_tokens);
+  assert.ok(new Set(r.choices.map((c) => c.text)).size > 1, 'different seeds, different texts');
+  // Chat, streamed: each index's deltas add up to its choice.
+  const messages = [{ role: 'user', content: 'Tell me a story.' }];
+  const chat = { model: 'stories', messages, temperature: 1, max_tokens: 12, seed: 9 };
+  const whole = await client.chat.completions.create({ ...chat, n: 3 });
+  const s = await client.chat.completions.create({ ...chat, n: 3, stream: true, stream_options: { include_usage: true } });
+  const texts = ['', '', ''], finish = [null, null, null];
+  let usage = null;
+  for await (const chunk of s) {
+    for (const c of chunk.choices) {
+      texts[c.index] += c.delta?.content ?? '';
+      finish[c.index] = c.finish_reason ?? finish[c.index];
+    }
+    usage = chunk.usage ?? usage;
+  }
+  whole.choices.forEach((c, i) => {
+    assert.equal(texts[i], c.message.content, `choice ${i}`);
+    assert.equal(finish[i], c.finish_reason);
+  });
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+  await expectError(await post('/v1/completions', { prompt: 'x', n: 9 }), 400, 'n');
 });
 
 await test('load: 300 requests, 32 at a time, some dropped mid-stream', async () => {

@@ -153,7 +153,7 @@ TEST_CASE("every field's wrong types and values are a 400 naming it") {
       {R"("max_tokens":1e30)", "max_tokens"}, {R"("max_tokens":18446744073709551615)", "max_tokens"},
       {R"("max_completion_tokens":-5)", "max_completion_tokens"}, {R"("top_k":-1)", "top_k"},
       {R"("top_k":"5")", "top_k"}, {R"("seed":"1")", "seed"}, {R"("seed":1.5)", "seed"},
-      {R"("n":2)", "n"}, {R"("n":"1")", "n"}, {R"("stream":"true")", "stream"}, {R"("stream":1)", "stream"},
+      {R"("n":9)", "n"}, {R"("n":0)", "n"}, {R"("n":"1")", "n"}, {R"("stream":"true")", "stream"}, {R"("stream":1)", "stream"},
       {R"("stop":[1,2])", "stop"}, {R"("stop":{"a":1})", "stop"}, {R"("stop":5)", "stop"},
       {R"("stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"])", "stop"},
       {R"("stop":"a\u0000b")", "stop"}, {R"("logit_bias":[])", "logit_bias"}, {R"("logit_bias":"x")", "logit_bias"},

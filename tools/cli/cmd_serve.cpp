@@ -34,6 +34,7 @@ void print_help() {
       "  --max-body BYTES        largest request body (default %zu = %zu MiB; 413 beyond)\n"
       "  --max-json-depth N      deepest nesting of arrays/objects in a request body (default %d; 400 beyond)\n"
       "  --max-messages N        most entries in a chat request's 'messages' (default %zu; 400 beyond)\n"
+      "  --max-n N               most choices one request may ask for with 'n' (default %d; 400 beyond)\n"
       "  --header-timeout S      seconds for the request line and headers to arrive (default %g; 408 after)\n"
       "  --body-timeout S        seconds for the whole body to arrive after the headers (default %g; 408 after)\n"
       "  --max-connections N     open connections at once (default %d; beyond: 503, closed)\n"
@@ -43,7 +44,7 @@ void print_help() {
       "                          are busy (a stream holds one), up to --max-connections; slow clients hold none\n"
       "  (fixed: request line %zu bytes (414), headers %zu bytes or %zu lines (431), idle keep-alive %gs,\n"
       "   a stalled reply write %gs; SIGINT/SIGTERM let running requests finish for up to 30 s)\n",
-      h.max_body_bytes, h.max_body_bytes >> 20, j.max_depth, j.max_messages, h.header_timeout_s, h.body_timeout_s, h.max_connections,
+      h.max_body_bytes, h.max_body_bytes >> 20, j.max_depth, j.max_messages, j.max_n, h.header_timeout_s, h.body_timeout_s, h.max_connections,
       h.max_connections_per_client, h.n_workers, h.max_request_line, h.max_header_bytes, h.max_headers,
       h.idle_timeout_s, h.send_timeout_s);
 }
@@ -75,6 +76,7 @@ void limits_from_args(const Args& a, server::ServerOptions* so) {
   // The library's own JSON readers recurse too: keep depth far from any stack limit.
   j.max_depth = static_cast<int>(in_range(a, "--max-json-depth", j.max_depth, 2, 1000));
   j.max_messages = static_cast<size_t>(in_range(a, "--max-messages", static_cast<long long>(j.max_messages), 1, 1 << 20));
+  j.max_n = static_cast<int>(in_range(a, "--max-n", j.max_n, 1, 64));
 }
 
 }  // namespace
@@ -82,7 +84,7 @@ void limits_from_args(const Args& a, server::ServerOptions* so) {
 int cmd_serve(int argc, char** argv) {
   std::vector<std::string> options = kModelOptions;
   for (const char* o : {"--host", "--port", "--api-key", "--parallel", "-c,--ctx", "--batch", "--alias", "--max-body",
-                        "--max-json-depth", "--max-messages", "--header-timeout", "--body-timeout",
+                        "--max-json-depth", "--max-messages", "--max-n", "--header-timeout", "--body-timeout",
                         "--max-connections", "--max-connections-per-client", "--http-threads"})
     options.push_back(o);
   options.insert(options.end(), kSpecOptions.begin(), kSpecOptions.end());

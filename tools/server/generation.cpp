@@ -45,6 +45,7 @@ bool on_piece(kestrel_token t, const char* piece, size_t len, void* user) {
     g->row.clear();
   }
   std::lock_guard<std::mutex> lock(g->mu);
+  g->started = true;
   if (with_logprobs) g->logprobs.push_back(std::move(lp));
   if (len > 0) g->pieces.emplace_back(piece, len);
   g->cv.notify_all();
@@ -102,7 +103,7 @@ std::optional<ApiError> make_splitter(const kestrel_model* model, const std::str
   const kestrel_status st = kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p);
   if (st != KESTREL_OK)
     return library_error(400, std::string(kestrel_last_error()).find("tool_choice") != std::string::npos ? "tool_choice" : "tools");
-  out->splitter = std::make_shared<ReplySplitter>(p);
+  out->splitters.push_back(std::make_shared<ReplySplitter>(p));
   size_t len = 0;
   std::string grammar;
   if (kestrel_reply_parser_grammar(p, nullptr, 0, &len) == KESTREL_ERR_BUFFER_TOO_SMALL || len > 0) {
@@ -111,6 +112,12 @@ std::optional<ApiError> make_splitter(const kestrel_model* model, const std::str
     grammar.resize(len);
   }
   if (!grammar.empty()) req.params.grammar = std::move(grammar);
+  // A splitter per further choice (each reply parses on its own).
+  for (int i = 1; i < req.params.n; ++i) {
+    if (kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p) != KESTREL_OK)
+      return library_error(500, "");
+    out->splitters.push_back(std::make_shared<ReplySplitter>(p));
+  }
   return std::nullopt;
 }
 
@@ -156,10 +163,11 @@ std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedReque
 }
 
 std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
-                                         const PreparedRequest& prepared, std::shared_ptr<Generation>* out) {
+                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out) {
   const GenRequest& req = prepared.req;
   const std::vector<kestrel_token>& tokens = prepared.prompt;
   GenParams gp = req.params;
+  gp.sampling.seed += static_cast<uint64_t>(index);
   std::vector<const char*> stops;
   for (const auto& s : gp.stop) stops.push_back(s.c_str());
   gp.sampling.logit_bias_tokens = gp.bias_tokens.data();

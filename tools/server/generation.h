@@ -32,6 +32,7 @@ struct Generation {
   std::vector<float> row;              // the logits of the token on_piece gets next
   bool done = false;
   kestrel_request_result result{};
+  bool started = false;  // the first token came (the prompt is in the KV cache)
   std::atomic<bool> client_gone{false};  // the next token callback cancels
 
   // The client went away: stop generating (on_done still comes).
@@ -62,7 +63,7 @@ class ReplySplitter {
 struct PreparedRequest {
   GenRequest req;
   std::vector<kestrel_token> prompt;
-  std::shared_ptr<ReplySplitter> splitter;  // chat replies; null for completions
+  std::vector<std::shared_ptr<ReplySplitter>> splitters;  // chat: one per choice; completions: none
 };
 
 // Renders the chat template (chat, with the tools) or takes the prompt, and tokenizes it
@@ -70,9 +71,9 @@ struct PreparedRequest {
 // grammar a forced tool call needs. A refusal is an ApiError (400 naming messages, prompt, tools).
 std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedRequest* out);
 
-// Submits the prompt to the engine. On success *out is running; every refusal is an ApiError
-// (400, 503 when shutting down).
+// Submits the prompt to the engine as choice `index` (its seed: the request's + index). On
+// success *out is running; every refusal is an ApiError (400, 503 when shutting down).
 std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
-                                         const PreparedRequest& prepared, std::shared_ptr<Generation>* out);
+                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out);
 
 }  // namespace kestrel::server

@@ -12,87 +12,125 @@ void log_failure(const Generation& g) {
                static_cast<unsigned long long>(g.id), kestrel_status_name(g.result.status));
 }
 
+// One choice while it streams: its text so far (UTF-8 held back at a cut), its logprobs not sent
+// yet, its splitter.
+struct Stream {
+  std::shared_ptr<Generation> g;
+  std::shared_ptr<ReplySplitter> splitter;
+  ReplyMeta meta;
+  Utf8Holder utf8;
+  std::vector<TokenLogprobs> logprobs;
+  size_t text_offset = 0;
+  bool finished = false;
+};
+
 // Owned by the stream callback: if the callback is dropped without running to its end (the
-// server stopped, the head could not be sent), the request is cancelled instead of generating
+// server stopped, the head could not be sent), the requests are cancelled instead of generating
 // for no one.
 struct StreamState {
-  std::shared_ptr<Generation> g;
+  std::vector<Stream> choices;
   ReplyMeta meta;
-  std::shared_ptr<ReplySplitter> splitter;
   bool include_usage = false;
   std::shared_ptr<void> keep;
   ~StreamState() {
-    if (!g->is_done()) g->cancel();
+    for (Stream& c : choices)
+      if (!c.g->is_done()) c.g->cancel();
   }
 };
 
+// Takes what choice c's generation has produced; true when it had something (or finished).
+bool take(Stream& c, std::deque<std::string>* got, bool* done) {
+  Generation& g = *c.g;
+  std::lock_guard<std::mutex> lock(g.mu);
+  got->swap(g.pieces);
+  for (TokenLogprobs& t : g.logprobs) c.logprobs.push_back(std::move(t));
+  g.logprobs.clear();
+  *done = g.done;
+  return !got->empty() || *done;
+}
+
 // The SSE events of one reply. Returns when the reply is complete or the client is gone.
 void stream_events(StreamState& s, http::StreamWriter& w) {
-  Generation& g = *s.g;
-  const ReplyMeta& m = s.meta;
+  auto cancel_all = [&] {
+    for (Stream& c : s.choices) c.g->cancel();  // the next token callback stops each request
+  };
   auto send = [&](const std::string& data) {
-    if (g.client_gone || !w.write(data)) {
-      g.cancel();  // the next token callback stops the request too
+    bool gone = false;
+    for (Stream& c : s.choices) gone = gone || c.g->client_gone;
+    if (gone || !w.write(data)) {
+      cancel_all();
       return false;
     }
     return true;
   };
-  if (m.chat && !send(sse_role(m))) return;
-  // logprobs of the tokens taken so far, sent with the next chunk.
-  std::vector<TokenLogprobs> logprobs;
-  size_t text_offset = 0;
-  auto take_logprobs = [&] {
-    json j = logprobs_json(m, g.model, logprobs, &text_offset);
-    logprobs.clear();
-    return j;
+  // Text as it comes: split into content, reasoning and tool-call deltas for a chat; logprobs of
+  // the tokens taken so far go with the next event (at the end, in one of their own).
+  auto send_text = [&](Stream& c, const std::string& text, bool final) {
+    const ReplyMeta& m = c.meta;
+    auto take_logprobs = [&] {
+      json j = logprobs_json(m, c.g->model, c.logprobs, &c.text_offset);
+      c.logprobs.clear();
+      return j;
+    };
+    if (!c.splitter) {
+      if (!text.empty() && !send(sse_text(m, text, take_logprobs()))) return false;
+    } else {
+      const json d = c.splitter->push(text, final);
+      if (!d.empty() && !send(sse_delta(m, d, take_logprobs()))) return false;
+    }
+    if (final && !c.logprobs.empty())
+      return send(m.chat ? sse_delta(m, json::object(), take_logprobs()) : sse_text(m, "", take_logprobs()));
+    return true;
   };
-  // Text as it comes: split into content, reasoning and tool-call deltas for a chat.
-  auto send_text = [&](const std::string& text, bool final) {
-    if (!s.splitter) return send(sse_text(m, text, take_logprobs()));
-    const json d = s.splitter->push(text, final);
-    return d.empty() || send(sse_delta(m, d, take_logprobs()));
-  };
-  Utf8Holder utf8;
-  for (;;) {
-    std::deque<std::string> got;
-    bool done;
-    {
+  for (Stream& c : s.choices)
+    if (c.meta.chat && !send(sse_role(c.meta))) return;
+  size_t open = s.choices.size();
+  while (open > 0) {
+    bool any = false;
+    for (Stream& c : s.choices) {
+      if (c.finished) continue;
+      std::deque<std::string> got;
+      bool done = false;
+      if (!take(c, &got, &done)) continue;
+      any = true;
+      for (const auto& p : got) {
+        const std::string text = c.utf8.push(p);
+        if (!text.empty() && !send_text(c, text, false)) return;
+      }
+      if (!done) continue;
+      c.finished = true;
+      --open;
+      if (c.g->result.finish == KESTREL_FINISH_ERROR) {
+        log_failure(*c.g);
+        send(sse_error(status_error(500, "generation failed")));
+        return cancel_all();
+      }
+      if (!send_text(c, c.utf8.finish(), true)) return;
+      const bool called = c.splitter && c.splitter->called_tools();
+      if (!send(called ? sse_finish(c.meta, "tool_calls") : sse_finish(c.meta, c.g->result.finish))) return;
+    }
+    if (open == 0 || any) continue;
+    // Nothing new: wait on the first open choice (briefly when others may move first), then
+    // notice a client that hung up.
+    for (Stream& c : s.choices) {
+      if (c.finished) continue;
+      Generation& g = *c.g;
       std::unique_lock<std::mutex> lock(g.mu);
-      g.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return g.done || !g.pieces.empty(); });
-      got.swap(g.pieces);
-      for (TokenLogprobs& t : g.logprobs) logprobs.push_back(std::move(t));
-      g.logprobs.clear();
-      done = g.done;
+      g.cv.wait_for(lock, std::chrono::milliseconds(open == 1 ? 200 : 10), [&] { return g.done || !g.pieces.empty(); });
+      break;
     }
-    for (const auto& p : got) {
-      const std::string text = utf8.push(p);
-      if (!text.empty() && !send_text(text, false)) return;
-    }
-    if (done) break;
-    if (!w.alive()) {  // nothing generated for a while: notice a client that hung up
-      g.cancel();
-      return;
-    }
+    if (!w.alive()) return cancel_all();
   }
-  const std::string tail = utf8.finish();
-  if (g.result.finish == KESTREL_FINISH_ERROR) {
-    log_failure(g);
-    send(sse_error(status_error(500, "generation failed")));
-    return;
+  if (s.include_usage) {
+    std::vector<kestrel_request_result> results;
+    for (Stream& c : s.choices) results.push_back(c.g->result);
+    if (!send(sse_usage(s.meta, usage_json(results)))) return;
   }
-  if ((s.splitter || !tail.empty()) && !send_text(tail, true)) return;
-  if (!logprobs.empty() && !send(m.chat ? sse_delta(m, json::object(), take_logprobs()) : sse_text(m, "", take_logprobs())))
-    return;
-  const bool called = s.splitter && s.splitter->called_tools();
-  if (!send(called ? sse_finish(m, "tool_calls") : sse_finish(m, g.result.finish))) return;
-  if (s.include_usage && !send(sse_usage(m, g.result))) return;
   send(std::string(kSseDone));
 }
 
-}  // namespace
-
-void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, http::Response& res) {
-  g.wait_done();
+// One choice's whole reply (it has finished).
+json whole_choice(Generation& g, ReplySplitter* splitter, const ReplyMeta& meta) {
   std::string text;
   std::vector<TokenLogprobs> logprobs;
   {
@@ -102,28 +140,46 @@ void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, 
   }
   size_t offset = 0;
   const json lp = logprobs_json(meta, g.model, logprobs, &offset);
-  if (g.result.finish == KESTREL_FINISH_ERROR) {
-    log_failure(g);
-    res.status = 500;
-    res.body = error_text(status_error(500, "generation failed"));
-    return;
-  }
-  res.status = 200;
-  if (!splitter) {
-    res.body = completion_text(meta, text, g.result, lp);
-    return;
-  }
+  if (!splitter) return completion_choice(meta, text, finish_reason_text(g.result.finish), lp);
   const json message = splitter->push(text, true);
-  res.body = chat_message_text(meta, message, splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish),
-                               g.result, lp);
+  return chat_choice(meta, message, splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish), lp);
 }
 
-void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::shared_ptr<ReplySplitter> splitter,
-                    bool include_usage, std::shared_ptr<void> keep, http::Response& res) {
+}  // namespace
+
+void reply_whole(const Choices& c, const ReplyMeta& meta, http::Response& res) {
+  for (const auto& g : c.gens) g->wait_done();
+  json choices = json::array();
+  std::vector<kestrel_request_result> results;
+  for (size_t i = 0; i < c.gens.size(); ++i) {
+    Generation& g = *c.gens[i];
+    if (g.result.finish == KESTREL_FINISH_ERROR) {
+      log_failure(g);
+      res.status = 500;
+      res.body = error_text(status_error(500, "generation failed"));
+      return;
+    }
+    ReplyMeta m = meta;
+    m.index = static_cast<int>(i);
+    choices.push_back(whole_choice(g, c.splitters.empty() ? nullptr : c.splitters[i].get(), m));
+    results.push_back(g.result);
+  }
+  res.status = 200;
+  res.body = reply_text(meta, std::move(choices), usage_json(results));
+}
+
+void reply_streamed(Choices c, const ReplyMeta& meta, bool include_usage, std::shared_ptr<void> keep,
+                    http::Response& res) {
   auto state = std::make_shared<StreamState>();
-  state->g = std::move(g);
+  for (size_t i = 0; i < c.gens.size(); ++i) {
+    Stream st;
+    st.g = c.gens[i];
+    st.splitter = c.splitters.empty() ? nullptr : c.splitters[i];
+    st.meta = meta;
+    st.meta.index = static_cast<int>(i);
+    state->choices.push_back(std::move(st));
+  }
   state->meta = meta;
-  state->splitter = std::move(splitter);
   state->include_usage = include_usage;
   state->keep = std::move(keep);
   res.status = 200;
@@ -137,10 +193,11 @@ void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::s
     } catch (...) {
       std::fprintf(stderr, "kestrel serve: internal error in a stream\n");
     }
-    // The request ends in the engine before the stream does (a drain waits for it).
-    Generation& g = *state->g;
-    if (!g.is_done()) g.cancel();
-    g.wait_done();
+    // The requests end in the engine before the stream does (a drain waits for them).
+    for (Stream& c : state->choices) {
+      if (!c.g->is_done()) c.g->cancel();
+      c.g->wait_done();
+    }
   };
 }
 

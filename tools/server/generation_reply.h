@@ -3,6 +3,7 @@
 // to the code, the request ends in the engine before its reply is gone, and nothing throws out.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "server/generation.h"
 #include "server/http/http_server.h"
@@ -10,14 +11,20 @@
 
 namespace kestrel::server {
 
-// Waits for the end, then fills res: the completion, or a 500 if generation failed. A chat's
-// splitter (may be null) turns the text into content, reasoning_content and tool_calls.
-void reply_whole(Generation& g, const ReplyMeta& meta, ReplySplitter* splitter, http::Response& res);
+// The choices of one request (n >= 1): their generations, and for a chat their splitters
+// (which turn text into content, reasoning_content and tool_calls; empty for completions).
+struct Choices {
+  std::vector<std::shared_ptr<Generation>> gens;
+  std::vector<std::shared_ptr<ReplySplitter>> splitters;
+};
 
-// Sets res.stream to the SSE loop. `keep` is held until the stream is over (or dropped unrun),
-// so a draining server can wait for it.
-void reply_streamed(std::shared_ptr<Generation> g, const ReplyMeta& meta, std::shared_ptr<ReplySplitter> splitter,
-                    bool include_usage,
-                    std::shared_ptr<void> keep, http::Response& res);
+// Waits for the end, then fills res: the completion with every choice, or a 500 if generation
+// failed.
+void reply_whole(const Choices& c, const ReplyMeta& meta, http::Response& res);
+
+// Sets res.stream to the SSE loop (each choice's events carry its index). `keep` is held until
+// the stream is over (or dropped unrun), so a draining server can wait for it.
+void reply_streamed(Choices c, const ReplyMeta& meta, bool include_usage, std::shared_ptr<void> keep,
+                    http::Response& res);
 
 }  // namespace kestrel::server

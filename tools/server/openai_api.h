@@ -34,6 +34,7 @@ std::string json_text(const json& j);
 struct JsonLimits {
   int max_depth = 64;          // --max-json-depth: arrays/objects nested (the body itself is 1)
   size_t max_messages = 4096;  // --max-messages: entries of a chat request's 'messages'
+  int max_n = 8;               // --max-n: choices one request may ask for ('n')
 };
 
 // Parses a request body that must be a JSON object nested at most limits.max_depth deep.

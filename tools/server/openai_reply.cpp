@@ -30,7 +30,7 @@ std::string event(const json& j) { return "data: " + json_text(j) + "\n\n"; }
 
 // One streamed choice: chat sends a delta object, completions the text itself.
 std::string chunk(const ReplyMeta& m, json delta_or_text, json finish, json logprobs = nullptr) {
-  json c = {{"index", 0}, {"finish_reason", std::move(finish)}, {"logprobs", std::move(logprobs)}};
+  json c = {{"index", m.index}, {"finish_reason", std::move(finish)}, {"logprobs", std::move(logprobs)}};
   c[m.chat ? "delta" : "text"] = std::move(delta_or_text);
   return event(envelope(m, chunk_object(m), json::array({std::move(c)})));
 }
@@ -46,18 +46,20 @@ size_t sequence_length(unsigned char c) {
 
 }  // namespace
 
-std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r,
-                            const json& logprobs) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_text(r.finish)}, {"logprobs", logprobs}};
-  if (m.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
-  json out = envelope(m, m.chat ? "chat.completion" : "text_completion", json::array({std::move(choice)}));
-  out["usage"] = usage_json(r);
-  return json_text(out);
+json usage_json(const std::vector<kestrel_request_result>& choices) {
+  kestrel_request_result sum = choices.at(0);
+  for (size_t i = 1; i < choices.size(); ++i) sum.n_generated += choices[i].n_generated;
+  return usage_json(sum);
 }
 
-std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
-                              const kestrel_request_result& r, const json& logprobs) {
+json completion_choice(const ReplyMeta& m, const std::string& text, const char* finish, const json& logprobs) {
+  json choice = {{"index", m.index}, {"finish_reason", finish}, {"logprobs", logprobs}};
+  if (m.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  return choice;
+}
+
+json chat_choice(const ReplyMeta& m, const json& message, const char* finish, const json& logprobs) {
   json msg = {{"role", "assistant"}, {"content", message.value("content", "")}};
   if (message.contains("reasoning_content")) msg["reasoning_content"] = message["reasoning_content"];
   if (message.contains("tool_calls")) {
@@ -65,10 +67,18 @@ std::string chat_message_text(const ReplyMeta& m, const json& message, const cha
     for (json& c : msg["tool_calls"]) c.erase("index");  // streamed deltas have it, messages not
     if (msg["content"] == "") msg["content"] = nullptr;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", logprobs}, {"message", std::move(msg)}};
-  json out = envelope(m, "chat.completion", json::array({std::move(choice)}));
-  out["usage"] = usage_json(r);
+  return {{"index", m.index}, {"finish_reason", finish}, {"logprobs", logprobs}, {"message", std::move(msg)}};
+}
+
+std::string reply_text(const ReplyMeta& m, json choices, json usage) {
+  json out = envelope(m, m.chat ? "chat.completion" : "text_completion", std::move(choices));
+  out["usage"] = std::move(usage);
   return json_text(out);
+}
+
+std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r,
+                            const json& logprobs) {
+  return reply_text(m, json::array({completion_choice(m, text, finish_reason_text(r.finish), logprobs)}), usage_json(r));
 }
 
 std::string sse_delta(const ReplyMeta& m, const json& delta, const json& logprobs) {
@@ -143,9 +153,11 @@ json logprobs_json(const ReplyMeta& m, const kestrel_model* model, const std::ve
 
 std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish) { return sse_finish(m, finish_reason_text(finish)); }
 
-std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r) {
+std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r) { return sse_usage(m, usage_json(r)); }
+
+std::string sse_usage(const ReplyMeta& m, const json& usage) {
   json j = envelope(m, chunk_object(m), json::array());
-  j["usage"] = usage_json(r);
+  j["usage"] = usage;
   return event(j);
 }
 

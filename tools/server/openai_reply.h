@@ -19,6 +19,7 @@ struct ReplyMeta {
   int64_t created = 0;
   std::string model;
   bool chat = false;
+  int index = 0;  // the choice an event or choice object is for (n > 1)
 };
 
 // One generated token's log-probability and its most likely alternatives (logprobs).
@@ -36,15 +37,19 @@ json logprobs_json(const ReplyMeta& m, const kestrel_model* model, const std::ve
 
 const char* finish_reason_text(kestrel_finish_reason r);
 json usage_json(const kestrel_request_result& r);
+// n choices of one prompt: the prompt once, the completions summed.
+json usage_json(const std::vector<kestrel_request_result>& choices);
+
+// One choice object (index m.index): a completion's text, or a chat message (content,
+// reasoning_content, tool_calls as ReplySplitter gives them), with its finish reason.
+json completion_choice(const ReplyMeta& m, const std::string& text, const char* finish, const json& logprobs);
+json chat_choice(const ReplyMeta& m, const json& message, const char* finish, const json& logprobs);
+// The whole reply object around its choices.
+std::string reply_text(const ReplyMeta& m, json choices, json usage);
 
 // A non-streamed reply: chat.completion or text_completion.
 std::string completion_text(const ReplyMeta& m, const std::string& text, const kestrel_request_result& r,
                             const json& logprobs = nullptr);
-
-// A chat reply split by its family (ReplySplitter): message holds content, reasoning_content and
-// tool_calls; finish "tool_calls" when it called tools.
-std::string chat_message_text(const ReplyMeta& m, const json& message, const char* finish,
-                              const kestrel_request_result& r, const json& logprobs = nullptr);
 
 // Streamed replies, one event each.
 std::string sse_role(const ReplyMeta& m);                                 // chat: the assistant role first
@@ -53,6 +58,7 @@ std::string sse_delta(const ReplyMeta& m, const json& delta, const json& logprob
 std::string sse_finish(const ReplyMeta& m, kestrel_finish_reason finish);  // empty delta + finish_reason
 std::string sse_finish(const ReplyMeta& m, const char* finish);
 std::string sse_usage(const ReplyMeta& m, const kestrel_request_result& r);  // stream_options.include_usage
+std::string sse_usage(const ReplyMeta& m, const json& usage);
 std::string sse_error(const ApiError& e);                                  // ends a failed stream
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 

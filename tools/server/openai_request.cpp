@@ -294,7 +294,8 @@ std::optional<ApiError> parse_gen_params(const json& b, int32_t n_vocab, GenPara
     if (v) p.max_tokens = static_cast<int32_t>(*v);
   }
   v.reset();
-  if ((e = integer(b, "n", 1, 1, &v))) return bad("n", "only n = 1 is supported");
+  if ((e = integer(b, "n", 1, 1 << 20, &v))) return e;
+  if (v) p.n = static_cast<int32_t>(*v);
   if ((e = boolean(b, "stream", &p.stream))) return e;
   const json& so = member(b, "stream_options");
   if (!so.is_null()) {
@@ -420,6 +421,9 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
     if (auto e = parse_response_format(b, body, &r.params)) return e;
     if (auto e = parse_tools(b, body, chat, &r)) return e;
     if (auto e = parse_logprobs(b, chat, &r.params)) return e;
+    if (r.params.n > env.limits.max_n)
+      return bad("n", "'n' is " + std::to_string(r.params.n) + ", more than this server's limit of " +
+                          std::to_string(env.limits.max_n) + " (--max-n)");
     if (chat) {
       if (auto e = parse_messages(b, env.limits, &r.messages_json)) return e;
     } else {

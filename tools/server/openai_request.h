@@ -36,6 +36,8 @@ struct GenParams {
   // logprobs: -1 off; else the token's log-probability and this many alternatives (chat's
   // logprobs + top_logprobs, completions' logprobs: N).
   int32_t top_logprobs = -1;
+  // Choices (n): choice i samples with seed + i; the server's --max-n caps it.
+  int32_t n = 1;
 };
 
 inline constexpr int kMaxTopLogprobs = 20;

@@ -172,22 +172,37 @@ std::optional<ApiError> Server::build_request(const http::Request& req, bool cha
   return prepare_prompt(model_, out);
 }
 
-// Submits the prepared request, then replies: one completion object, or the SSE stream.
+// Submits the prepared request (n choices), then replies: one completion object, or the SSE
+// stream. Choices after the first wait for its first token, so that they find the prompt's KV
+// blocks in the prefix cache instead of computing them again.
 void Server::respond(const PreparedRequest& pr, http::Response& res) {
-  std::shared_ptr<Generation> g;
-  if (auto e = start_generation(engine_, model_, pr, &g)) return reply_error(res, *e);
-  track(g);
+  Choices c;
+  c.splitters = pr.splitters;
+  for (int i = 0; i < pr.req.params.n; ++i) {
+    if (i == 1) {
+      Generation& first = *c.gens[0];
+      std::unique_lock<std::mutex> lock(first.mu);
+      first.cv.wait(lock, [&] { return first.started || first.done; });
+    }
+    std::shared_ptr<Generation> g;
+    if (auto e = start_generation(engine_, model_, pr, i, &g)) {
+      for (auto& started : c.gens) started->cancel();
+      return reply_error(res, *e);
+    }
+    track(g);
+    c.gens.push_back(std::move(g));
+  }
   ReplyMeta meta;
   meta.id = random_id(pr.req.chat ? "chatcmpl" : "cmpl");
   meta.created = now_s();
   meta.model = opts_.model_id;
   meta.chat = pr.req.chat;
   if (!pr.req.params.stream) {
-    reply_whole(*g, meta, pr.splitter.get(), res);
+    reply_whole(c, meta, res);
     if (res.status != 200) ++n_errors_;
     return;
   }
-  reply_streamed(std::move(g), meta, pr.splitter, pr.req.params.include_usage, enter(), res);
+  reply_streamed(std::move(c), meta, pr.req.params.include_usage, enter(), res);
 }
 
 void Server::models(const http::Request&, http::Response& res) {
