@@ -36,6 +36,8 @@ int main(void) {
   VALUE(KESTREL_LOG_NONE) ENUM_END
   ENUM_BEGIN(kestrel_kv_type)
   VALUE(KESTREL_KV_F16) VALUE(KESTREL_KV_F32) VALUE(KESTREL_KV_F8_E4M3) ENUM_END
+  ENUM_BEGIN(kestrel_pooling)
+  VALUE(KESTREL_POOLING_MODEL) VALUE(KESTREL_POOLING_MEAN) VALUE(KESTREL_POOLING_CLS) VALUE(KESTREL_POOLING_LAST) ENUM_END
   ENUM_BEGIN(kestrel_spec_mode)
   VALUE(KESTREL_SPEC_NONE) VALUE(KESTREL_SPEC_DRAFT) VALUE(KESTREL_SPEC_NGRAM) ENUM_END
   ENUM_BEGIN(kestrel_finish_reason)
@@ -71,6 +73,7 @@ int main(void) {
          FIELD(kestrel_spec_options, struct_size) FIELD(kestrel_spec_options, mode)
          FIELD(kestrel_spec_options, k_max) FIELD(kestrel_spec_options, ngram_min)
          FIELD(kestrel_spec_options, ngram_max))
+  STRUCT(kestrel_token_logprob, logprob, FIELD(kestrel_token_logprob, token) FIELD(kestrel_token_logprob, logprob))
   STRUCT(kestrel_spec_stats, n_accepted,
          FIELD(kestrel_spec_stats, struct_size) FIELD(kestrel_spec_stats, n_steps)
          FIELD(kestrel_spec_stats, n_drafted) FIELD(kestrel_spec_stats, n_accepted))

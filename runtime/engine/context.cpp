@@ -160,11 +160,13 @@ Status Context::decode(const DecodeBatch& in) {
     const bool want = in.want_logits.empty() ? i == T - 1 : in.want_logits[i];
     if (want) logit_row_[i] = n_out++;
   }
-  best_k_ = std::min(in.top_k, n_vocab);
-  logits_.assign(best_k_ ? 0 : static_cast<size_t>(n_out) * n_vocab, 0.0f);
+  embeddings_ = in.embeddings;
+  best_k_ = embeddings_ ? 0 : std::min(in.top_k, n_vocab);
+  logits_.assign(best_k_ || embeddings_ ? 0 : static_cast<size_t>(n_out) * n_vocab, 0.0f);
   best_.assign(static_cast<size_t>(n_out) * best_k_, TokenLogit{0, 0.0f});
   const size_t n_embd = static_cast<size_t>(model_.hparams().n_embd);
-  hidden_.assign(opts_.capture_hidden ? static_cast<size_t>(n_out) * n_embd : 0, 0.0f);
+  hidden_.assign(opts_.capture_hidden && !embeddings_ ? static_cast<size_t>(n_out) * n_embd : 0, 0.0f);
+  embd_.assign(embeddings_ ? static_cast<size_t>(n_out) * n_embd : 0, 0.0f);
 
   int32_t out_done = 0;
   for (int64_t s = 0; s < T; s += opts_.n_batch) {
@@ -175,7 +177,9 @@ Status Context::decode(const DecodeBatch& in) {
     std::span<const int32_t> toks = in.tokens.subspan(s, e - s);
     KS_RETURN_IF_ERROR(run_step(toks, std::span<const int32_t>(pos).subspan(s, e - s),
                                 std::span<const int32_t>(seq).subspan(s, e - s), rows,
-                                best_k_ ? nullptr : logits_.data() + static_cast<size_t>(out_done) * n_vocab,
+                                embeddings_ ? embd_.data() + static_cast<size_t>(out_done) * n_embd
+                                : best_k_   ? nullptr
+                                            : logits_.data() + static_cast<size_t>(out_done) * n_vocab,
                                 best_k_ ? best_.data() + static_cast<size_t>(out_done) * best_k_ : nullptr,
                                 hidden_.empty() ? nullptr : hidden_.data() + static_cast<size_t>(out_done) * n_embd));
     out_done += static_cast<int32_t>(rows.size());
@@ -198,6 +202,7 @@ Status Context::run_step(std::span<const int32_t> tokens, std::span<const int32_
   const int32_t last = fb.n_tokens() - 1;
   fb.output_rows = out_rows.empty() ? std::span<const int32_t>(&last, 1) : out_rows;
   fb.capture_hidden = hidden_out != nullptr;
+  fb.embeddings = embeddings_;  // then logits_out receives the normed states
 
   Graph g;
   Builder b(g, model_, *kv_, fb);
@@ -250,6 +255,7 @@ Expected<int32_t> Context::output_row(int32_t i, const char* what) const {
 Expected<std::span<const float>> Context::logits(int32_t i) const {
   auto row = output_row(i, "logits");
   if (!row.ok()) return row.status();
+  if (embeddings_) return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: the last decode computed embeddings");
   if (best_k_ > 0)
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: the last decode kept only the best " + std::to_string(best_k_) +
                                                    " logits of each row (top_k); use row(), or decode with top_k = 0");
@@ -260,10 +266,19 @@ Expected<std::span<const float>> Context::logits(int32_t i) const {
 Expected<LogitRow> Context::row(int32_t i) const {
   auto row = output_row(i, "logits");
   if (!row.ok()) return row.status();
+  if (embeddings_) return Error(KESTREL_ERR_INVALID_ARGUMENT, "logits: the last decode computed embeddings");
   const int32_t V = model_.hparams().n_vocab;
   const size_t r = static_cast<size_t>(row.value());
   if (best_k_ > 0) return LogitRow{{}, std::span<const TokenLogit>(best_.data() + r * best_k_, best_k_), V};
   return LogitRow{std::span<const float>(logits_.data() + r * V, V), {}, V};
+}
+
+Expected<std::span<const float>> Context::embedding(int32_t i) const {
+  if (!embeddings_) return Error(KESTREL_ERR_INVALID_ARGUMENT, "embedding: the last decode computed logits");
+  auto row = output_row(i, "embedding");
+  if (!row.ok()) return row.status();
+  const size_t E = static_cast<size_t>(model_.hparams().n_embd);
+  return std::span<const float>(embd_.data() + static_cast<size_t>(row.value()) * E, E);
 }
 
 Expected<std::span<const float>> Context::hidden(int32_t i) const {

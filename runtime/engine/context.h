@@ -36,6 +36,9 @@ struct DecodeBatch {
   // the step ran (the TOP_K op: on a GPU the whole row never comes back); row(i) gives them and
   // logits(i) refuses. What a sampler whose best_needed() is nonzero reads. 0: whole rows.
   int32_t top_k = 0;
+  // The wanted rows' final hidden states after the output norm (embedding(i)) instead of logits:
+  // the output matrix is skipped.
+  bool embeddings = false;
 };
 
 class Context {
@@ -64,6 +67,8 @@ class Context {
   int32_t top_k_for(int32_t best_needed) const { return device().info().host_memory ? 0 : best_needed; }
   // Its final hidden state [n_embd] (ContextOptions::capture_hidden only).
   Expected<std::span<const float>> hidden(int32_t i) const;
+  // Its state after the output norm [n_embd], of a decode with DecodeBatch::embeddings.
+  Expected<std::span<const float>> embedding(int32_t i) const;
   // Per-op profiling (slower: one node at a time); profiler() is null when off.
   void set_profiling(bool on) { profiler_ = on ? std::make_unique<Profiler>() : nullptr; }
   Profiler* profiler() { return profiler_.get(); }
@@ -85,6 +90,8 @@ class Context {
   std::vector<TokenLogit> best_;     // [best_k_ * n_logit_rows]
   std::vector<float> hidden_;        // [n_embd * n_logit_rows] (capture_hidden)
   std::vector<int32_t> logit_row_;   // batch row -> logits row, -1 if none
+  bool embeddings_ = false;          // the last decode computed embeddings (in embd_), not logits
+  std::vector<float> embd_;          // [n_embd * n_logit_rows]
   std::unique_ptr<Profiler> profiler_;
 };
 

@@ -113,8 +113,7 @@ KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const ch
 KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
                                               size_t n_tokens, bool render_special, char *buf,
                                               size_t cap, size_t *len);
-/* The bytes of one token as the vocabulary stores them (byte tokens give their byte, "▁" a space;
- * control tokens give "" unless render_special): raw, so possibly part of a UTF-8 character. */
+/* A token's raw bytes (byte tokens: their byte, "▁": a space, control tokens: "" unless render_special). */
 KESTREL_API kestrel_status kestrel_token_to_piece(const kestrel_model *model, kestrel_token token,
                                                   bool render_special, char *buf, size_t cap, size_t *len);
 /* Streaming: push tokens one at a time, receive only complete UTF-8 sequences. */
@@ -130,8 +129,7 @@ KESTREL_API kestrel_status kestrel_detokenizer_push(kestrel_detokenizer *detok, 
 KESTREL_API kestrel_status kestrel_detokenizer_flush(kestrel_detokenizer *detok, char *buf, size_t cap, size_t *len);
 
 /* ---- chat templates ---------------------------------------------------------------------- */
-/* Renders messages (a JSON array of {"role", "content", ...}) into a prompt with a Jinja chat
- * template, exactly as Hugging Face transformers' apply_chat_template(tokenize=False) does. */
+/* Renders messages (JSON [{"role", "content", ...}]) into a prompt as HF's apply_chat_template(tokenize=False). */
 typedef struct kestrel_chat_options {
   uint32_t struct_size;
   const char *template_source;    /* NULL: the model's tokenizer.chat_template (or the fallback) */
@@ -142,17 +140,14 @@ typedef struct kestrel_chat_options {
 } kestrel_chat_options;
 
 KESTREL_API void kestrel_chat_options_init(kestrel_chat_options *opts);
-/* model may be NULL when template_source is set. Bad JSON: KESTREL_ERR_INVALID_ARGUMENT naming
- * it; a template syntax error: KESTREL_ERR_FORMAT; a render error (raise_exception, undefined
- * values, ...): KESTREL_ERR_INVALID_ARGUMENT. Messages read "chat template: line L, column C: ...". */
+/* model may be NULL when template_source is set. Bad JSON: KESTREL_ERR_INVALID_ARGUMENT naming it; a template syntax
+ * error: KESTREL_ERR_FORMAT; a render error: KESTREL_ERR_INVALID_ARGUMENT ("chat template: line L, column C: ..."). */
 KESTREL_API kestrel_status kestrel_chat_format(const kestrel_model *model, const char *messages_json,
-                                               const kestrel_chat_options *opts, char *buf, size_t cap,
-                                               size_t *len);
+                                               const kestrel_chat_options *opts, char *buf, size_t cap, size_t *len);
 /* The prompt tokens of a rendered chat: kestrel_tokenize with add_special and parse_special, one
  * BOS dropped when two lead (the template wrote BOS and the vocabulary added one too). */
-KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, const char *text,
-                                                 size_t text_len, kestrel_token *tokens, size_t cap,
-                                                 size_t *n_tokens);
+KESTREL_API kestrel_status kestrel_chat_tokenize(const kestrel_model *model, const char *text, size_t text_len,
+                                                 kestrel_token *tokens, size_t cap, size_t *n_tokens);
 
 /* ---- chat replies (API 7): content, reasoning and tool calls, by the template's family ----- */
 /* chat: the prompt's chat options (template, tools_json); prompt: the rendered prompt; tool_choice:
@@ -301,25 +296,32 @@ typedef struct kestrel_generate_options {
   kestrel_spec_stats *spec_stats;          /* optional: what speculation did */
   const char *const *stop_strings; /* text ends before the first match (held back until sure) */
   int32_t n_stop_strings;
-  /* API 6, docs/GRAMMAR.md: only text a GBNF grammar (rule "root") or a JSON Schema allows; at
-   * most one (NULL: none). What cannot compile or be enforced fails the call, naming it. */
+  /* API 6, docs/GRAMMAR.md: only text a GBNF grammar (rule "root") or a JSON Schema allows; at most one
+   * (NULL: none). What cannot compile or be enforced fails the call, naming it. */
   const char *grammar, *json_schema;
 } kestrel_generate_options;
 
 KESTREL_API void kestrel_generate_options_init(kestrel_generate_options *opts);
-/* Clears ctx's cache, runs the prompt and generates; *n_generated (optional) gets the count.
- * After the last token, on_token may be called once more with token -1 and the text the
- * streaming detokenizer held back (an incomplete UTF-8 sequence, shown as U+FFFD). */
+/* Clears ctx's cache, runs the prompt and generates; *n_generated (optional) gets the count. After the last
+ * token, on_token may be called once more with token -1 and the text the detokenizer held back (U+FFFD). */
 KESTREL_API kestrel_status kestrel_generate(kestrel_context *ctx, const char *prompt,
-                                            const kestrel_generate_options *opts,
-                                            int32_t *n_generated);
+                                            const kestrel_generate_options *opts, int32_t *n_generated);
+
+/* ---- embeddings (API 7) ------------------------------------------------------------------ */
+/* n_inputs token lists (concatenated in tokens, lengths[i] each) -> out: n_inputs rows of n_embd floats (*n_out
+ * floats, written or needed): the states after the output norm, pooled (MODEL: the GGUF's {arch}.pooling_type,
+ * else LAST) and with normalize of unit length. Uses ctx's KV cache (cleared), inputs batched into its sequences. */
+typedef enum kestrel_pooling {
+  KESTREL_POOLING_MODEL, KESTREL_POOLING_MEAN, KESTREL_POOLING_CLS, KESTREL_POOLING_LAST } kestrel_pooling;
+KESTREL_API kestrel_status kestrel_embed(kestrel_context *ctx, const kestrel_token *tokens, const int32_t *lengths,
+                                         int32_t n_inputs, kestrel_pooling pooling, bool normalize, float *out,
+                                         size_t cap, size_t *n_out);
 
 /* ---- engine: many requests, continuous batching ------------------------------------------ */
-/* An engine owns a context whose KV cache (paged, with a prefix cache) is shared by up to
- * n_parallel running requests; a worker thread decodes them together, one batch per step (the
- * next token of each running request plus prompt chunks, at most n_batch tokens). Every engine
- * function may be called from any thread. Callbacks run on the engine's worker thread, one at a
- * time; they may call kestrel_cancel but not kestrel_engine_free. */
+/* An engine owns a context whose KV cache (paged, with a prefix cache) is shared by up to n_parallel running
+ * requests; a worker thread decodes them together, one batch per step (the next token of each running request plus
+ * prompt chunks, at most n_batch tokens). Every engine function may be called from any thread. Callbacks run on the
+ * worker thread, one at a time; they may call kestrel_cancel, never kestrel_engine_free. */
 typedef struct kestrel_engine kestrel_engine;
 
 typedef struct kestrel_engine_options {
@@ -366,8 +368,7 @@ typedef struct kestrel_request {
   int32_t n_stop_tokens;
   const char *const *stop_strings; /* text ends before the first match; copied */
   int32_t n_stop_strings;
-  kestrel_token_fn on_token;   /* final text per token (stop strings held back); token -1: the
-                                  last text at the end; return false to cancel */
+  kestrel_token_fn on_token;   /* text per token (stop strings held back; -1: the rest, at the end); false cancels */
   kestrel_logits_fn on_logits; /* the logits each token is sampled from */
   kestrel_done_fn on_done;     /* once, at the end; then the request is forgotten (no wait) */
   void *user;
@@ -381,8 +382,7 @@ KESTREL_API kestrel_status kestrel_engine_new(const kestrel_model *model, const 
 /* Cancels every request, waits for the worker; the model must outlive the engine. */
 KESTREL_API void kestrel_engine_free(kestrel_engine *engine);
 KESTREL_API void kestrel_request_init(kestrel_request *req);
-/* Queues a request; *id names it. Bad input (empty prompt, token ids out of range, a prompt the
- * context cannot hold, bad sampling options) fails here with a message. */
+/* Queues a request; *id names it. Bad input (empty prompt, ids out of range, too long, bad options) fails here. */
 KESTREL_API kestrel_status kestrel_submit(kestrel_engine *engine, const kestrel_request *req, uint64_t *id);
 /* KESTREL_ERR_OUT_OF_RANGE when the request is unknown or already finished. */
 KESTREL_API kestrel_status kestrel_cancel(kestrel_engine *engine, uint64_t id);
@@ -390,8 +390,7 @@ KESTREL_API kestrel_status kestrel_cancel(kestrel_engine *engine, uint64_t id);
 KESTREL_API kestrel_status kestrel_wait(kestrel_engine *engine, uint64_t id, kestrel_request_result *result);
 KESTREL_API kestrel_status kestrel_engine_generate(kestrel_engine *engine, const kestrel_request *req,
                                                    kestrel_request_result *result); /* submit + wait */
-/* JSON: requests (total, waiting, running, finished, preempted), tokens (prompt, cached,
- * generated), KV blocks (used, cached, free) and the prefix-cache hit rate. */
+/* JSON: requests (total, waiting, running, finished, preempted), tokens, KV blocks, the prefix-cache hit rate. */
 KESTREL_API kestrel_status kestrel_engine_stats(const kestrel_engine *engine, char *buf, size_t cap, size_t *len);
 
 #ifdef __cplusplus

@@ -136,6 +136,10 @@ Tensor* Builder::output_logits(Tensor* x) {
     g_.mark_output(x);
   }
   Tensor* normed = rms_norm(x, w().output_norm);
+  if (fb_.embeddings) {
+    g_.mark_output(normed);
+    return normed;
+  }
   Tensor* logits = linear(w().output, normed);
   g_.mark_output(logits);
   return logits;

@@ -21,6 +21,7 @@ struct ForwardBatch {
   std::span<const int32_t> attn;         // the packed AttentionBatch (KvCache::pack_attention_batch)
   std::span<const int32_t> output_rows;  // [n_outputs] batch rows whose logits are wanted
   bool capture_hidden = false;           // keep the output rows' final hidden states (hidden())
+  bool embeddings = false;               // the output rows' normed final states instead of logits
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_outputs() const { return static_cast<int32_t>(output_rows.size()); }
 };
@@ -87,7 +88,8 @@ class Builder {
   Tensor* mla_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o);
   // Keeps only the batch rows whose logits are wanted (call once, in the last layer).
   Tensor* select_outputs(Tensor* x);
-  // Final norm and output matrix: [n_vocab, n_outputs].
+  // Final norm and output matrix: [n_vocab, n_outputs]; for a batch of embeddings, the final
+  // norm only: [n_embd, n_outputs] (no output matrix).
   Tensor* output_logits(Tensor* x);
   // The input of output_logits, [n_embd, n_outputs], when the batch asked to capture it (the hook
   // EAGLE/MTP-style drafters read); nullptr otherwise.

@@ -696,6 +696,56 @@ void kv_cases(std::vector<Case>& cs) {
                 }});
 }
 
+void embed_cases(std::vector<Case>& cs) {
+  const std::string F = "kestrel_embed";
+  static const kestrel_token kTok[3] = {1, 5, 9};
+  static const int32_t kLen[2] = {2, 1};
+  cs.push_back({F, "NULL ctx", INVALID, [](Env&) {
+                  float o[8];
+                  size_t n = 0;
+                  return kestrel_embed(nullptr, kTok, kLen, 2, KESTREL_POOLING_MEAN, true, o, 8, &n);
+                }});
+  cs.push_back({F, "NULL lengths", INVALID, [](Env& e) {
+                  float o[8];
+                  size_t n = 0;
+                  return kestrel_embed(e.context(), kTok, nullptr, 2, KESTREL_POOLING_MEAN, true, o, 8, &n);
+                }});
+  cs.push_back({F, "n_inputs -1", INVALID, [](Env& e) {
+                  float o[8];
+                  size_t n = 0;
+                  return kestrel_embed(e.context(), kTok, kLen, -1, KESTREL_POOLING_MEAN, true, o, 8, &n);
+                }});
+  cs.push_back({F, "pooling 9", INVALID, [](Env& e) {
+                  float o[8];
+                  size_t n = 0;
+                  return kestrel_embed(e.context(), kTok, kLen, 2, static_cast<kestrel_pooling>(9), true, o, 8, &n);
+                }});
+  cs.push_back({F, "length -3", INVALID, [](Env& e) {
+                  float o[8];
+                  size_t n = 0;
+                  const int32_t len = -3;
+                  return kestrel_embed(e.context(), kTok, &len, 1, KESTREL_POOLING_MEAN, true, o, 8, &n);
+                }});
+  cs.push_back({F, "token out of range", kAny, [](Env& e) {
+                  static const kestrel_token bad[1] = {1 << 30};
+                  const int32_t len = 1;
+                  size_t n = 0;
+                  std::vector<float> o(1 << 16);
+                  const kestrel_status st = kestrel_embed(e.context(), bad, &len, 1, KESTREL_POOLING_MEAN, true, o.data(),
+                                                          o.size(), &n);
+                  return st == OK ? kWrong : OK;
+                }});
+  cs.push_back({F, "NULL out, cap 8", INVALID, [](Env& e) {
+                  size_t n = 0;
+                  return kestrel_embed(e.context(), kTok, kLen, 2, KESTREL_POOLING_MEAN, true, nullptr, 8, &n);
+                }});
+  cs.push_back({F, "too small a buffer", SMALL, [](Env& e) {
+                  float o[2];
+                  size_t n = 0;
+                  return kestrel_embed(e.context(), kTok, kLen, 2, KESTREL_POOLING_MEAN, true, o, 2, &n);
+                }});
+}
+
 void sampler_cases(std::vector<Case>& cs) {
   const std::string L = "kestrel_logprobs";
   static const float kRow[4] = {0.5f, -1.0f, 2.0f, 0.0f};
@@ -1091,6 +1141,7 @@ TEST_CASE("C API misuse: every public function, each case in a forked child") {
   decode_cases(cs);
   kv_cases(cs);
   sampler_cases(cs);
+  embed_cases(cs);
   generate_cases(cs);
   engine_cases(cs);
   const std::set<std::string> declared = header_functions();

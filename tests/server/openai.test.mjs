@@ -331,6 +331,43 @@ await test('logprobs: chat and completions, plain and streamed; refusals', async
   await expectError(await post('/v1/completions', { prompt: 'x', logprobs: 6 }), 400, 'logprobs');
 });
 
+await test('embeddings: the openai client (base64), floats, dimensions, token input, batches, refusals', async () => {
+  const texts = ['Once upon a time', 'The cat sat on the mat.', 'Hi'];
+  const r = await client.embeddings.create({ model: 'stories', input: texts });  // the client asks for base64
+  assert.equal(r.object, 'list');
+  assert.equal(r.data.length, 3);
+  const unit = (v) => Math.abs(Math.hypot(...v) - 1) < 1e-5;
+  for (const [i, d] of r.data.entries()) {
+    assert.equal(d.index, i);
+    assert.equal(d.embedding.length, 64);  // stories260K's n_embd
+    assert.ok(unit(d.embedding));
+  }
+  assert.ok(r.usage.prompt_tokens > 3);
+  const floats = await (await post('/v1/embeddings', { input: texts, encoding_format: 'float' })).json();
+  floats.data.forEach((d, i) => d.embedding.forEach((x, k) => assert.ok(Math.abs(x - r.data[i].embedding[k]) < 1e-6)));
+  // One at a time: the same vectors as the batch.
+  for (const [i, t] of texts.entries()) {
+    const one = await (await post('/v1/embeddings', { input: t, encoding_format: 'float' })).json();
+    one.data[0].embedding.forEach((x, k) => assert.ok(Math.abs(x - floats.data[i].embedding[k]) < 1e-5));
+  }
+  // Token ids: the text's tokens give the text's vector.
+  const ids = (await (await post('/tokenize', { content: texts[0], add_special: true })).json()).tokens;
+  const byIds = await (await post('/v1/embeddings', { input: [ids], encoding_format: 'float' })).json();
+  byIds.data[0].embedding.forEach((x, k) => assert.ok(Math.abs(x - floats.data[0].embedding[k]) < 1e-6));
+  // Fewer dimensions: the first d, of unit length.
+  const d16 = await (await post('/v1/embeddings', { input: texts[1], encoding_format: 'float', dimensions: 16 })).json();
+  assert.equal(d16.data[0].embedding.length, 16);
+  assert.ok(unit(d16.data[0].embedding));
+  const scale = Math.hypot(...floats.data[1].embedding.slice(0, 16));
+  d16.data[0].embedding.forEach((x, k) => assert.ok(Math.abs(x - floats.data[1].embedding[k] / scale) < 1e-5));
+  await expectError(await post('/v1/embeddings', { input: '' }), 400, 'input');
+  await expectError(await post('/v1/embeddings', { input: [] }), 400, 'input');
+  await expectError(await post('/v1/embeddings', { input: [[1, 999999]] }), 400, 'input');
+  await expectError(await post('/v1/embeddings', { input: 'x', dimensions: 65 }), 400, 'dimensions');
+  await expectError(await post('/v1/embeddings', { input: 'x', encoding_format: 'int8' }), 400, 'encoding_format');
+  await expectError(await post('/v1/embeddings', { input: 'x', truncate: true }), 400, 'truncate');
+});
+
 await test('the web page is served', async () => {
   const r = await fetch(base + '/');
   assert.equal(r.status, 200);

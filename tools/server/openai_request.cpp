@@ -440,6 +440,63 @@ std::optional<ApiError> parse_generation_request(std::string_view body, bool cha
   }
 }
 
+std::optional<ApiError> parse_embeddings_request(std::string_view body, const RequestEnv& env, EmbeddingsRequest* out) {
+  try {
+    json b;
+    if (auto e = parse_json_body(body, env.limits, &b)) return e;
+    if (auto e = check_model(b, env.model_id)) return e;
+    for (const auto& [key, value] : b.items())
+      if (key != "model" && key != "input" && key != "encoding_format" && key != "dimensions" && key != "user")
+        return bad(echoed(key), quote(echoed(key)) + " is not a field /v1/embeddings implements");
+    EmbeddingsRequest r;
+    const json& in = member(b, "input");
+    const char* shape = "'input' must be a string, an array of strings, an array of token ids or an array of such arrays";
+    auto ids_of = [&](const json& a, std::vector<kestrel_token>* ids) -> std::optional<ApiError> {
+      for (const json& x : a) {
+        const bool ok = x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < env.n_vocab;
+        if (!ok) return bad("input", "'input' token ids must be in [0, " + std::to_string(env.n_vocab) + ")");
+        ids->push_back(static_cast<kestrel_token>(x.get<int64_t>()));
+      }
+      return std::nullopt;
+    };
+    if (in.is_string()) {
+      r.texts.push_back(in.get<std::string>());
+    } else if (in.is_array() && !in.empty() && in.size() <= kMaxEmbeddingInputs) {
+      if (in[0].is_string()) {
+        for (const json& x : in) {
+          if (!x.is_string()) return bad("input", shape);
+          r.texts.push_back(x.get<std::string>());
+        }
+      } else if (in[0].is_number()) {
+        r.ids.emplace_back();
+        if (auto e = ids_of(in, &r.ids.back())) return e;
+      } else {
+        for (const json& x : in) {
+          if (!x.is_array()) return bad("input", shape);
+          r.ids.emplace_back();
+          if (auto e = ids_of(x, &r.ids.back())) return e;
+        }
+      }
+    } else {
+      return bad("input", in.is_array() ? "'input' must hold 1 to " + std::to_string(kMaxEmbeddingInputs) + " inputs" : shape);
+    }
+    for (const std::string& t : r.texts)
+      if (t.empty()) return bad("input", "'input' must not hold an empty string");
+    for (const auto& ids : r.ids)
+      if (ids.empty()) return bad("input", "'input' must not hold an empty token list");
+    const json& f = member(b, "encoding_format");
+    if (!f.is_null() && f != "float" && f != "base64") return bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    r.base64 = f == "base64";
+    std::optional<int64_t> d;
+    if (auto e = integer(b, "dimensions", 1, std::max(env.n_embd, 1), &d)) return e;
+    r.dimensions = d ? static_cast<int32_t>(*d) : 0;
+    *out = std::move(r);
+    return std::nullopt;
+  } catch (const std::exception& x) {
+    return internal_error("a /v1/embeddings request", x);
+  }
+}
+
 std::optional<ApiError> parse_tokenize_request(std::string_view body, const RequestEnv& env, TokenizeRequest* out) {
   try {
     json b;

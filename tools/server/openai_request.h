@@ -19,6 +19,7 @@ struct RequestEnv {
   JsonLimits limits;
   int32_t n_vocab = 0;   // bounds logit_bias and /detokenize ids
   std::string model_id;  // the only 'model' accepted (when a request names one)
+  int32_t n_embd = 0;    // bounds an embedding's 'dimensions'
 };
 
 struct GenParams {
@@ -56,6 +57,15 @@ struct GenRequest {
   bool reasoning_inline = false;
 };
 
+// /v1/embeddings: texts (or token-id lists) to embed.
+struct EmbeddingsRequest {
+  std::vector<std::string> texts;               // input as text
+  std::vector<std::vector<kestrel_token>> ids;  // or as token ids (one of the two is filled)
+  bool base64 = false;                          // encoding_format
+  int32_t dimensions = 0;                       // 0: the model's n_embd
+};
+inline constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit
+
 struct TokenizeRequest {
   std::string content;
   bool add_special = false;
@@ -69,6 +79,7 @@ struct DetokenizeRequest {
 std::optional<ApiError> parse_generation_request(std::string_view body, bool chat, const RequestEnv& env,
                                                  GenRequest* out);
 std::optional<ApiError> parse_tokenize_request(std::string_view body, const RequestEnv& env, TokenizeRequest* out);
+std::optional<ApiError> parse_embeddings_request(std::string_view body, const RequestEnv& env, EmbeddingsRequest* out);
 std::optional<ApiError> parse_detokenize_request(std::string_view body, const RequestEnv& env,
                                                  DetokenizeRequest* out);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kestrel.hpp"
+#include "server/embeddings.h"
 #include "server/generation.h"
 #include "server/generation_reply.h"
 #include "server/metrics.h"
@@ -54,6 +55,7 @@ class Server {
   Server(const kestrel_model* m, kestrel_engine* e, const ServerOptions& o) : model_(m), engine_(e), opts_(o), http_(o.http) {
     env_.limits = o.json;
     env_.n_vocab = kestrel_model_n_vocab(m);
+    env_.n_embd = embedding_width(m);
     env_.model_id = o.model_id;
   }
   int run();
@@ -82,6 +84,7 @@ class Server {
   void health(const http::Request& req, http::Response& res);
   void page(const http::Request& req, http::Response& res);
   void tokenize_route(const http::Request& req, http::Response& res);
+  void embeddings_route(const http::Request& req, http::Response& res);
   void detokenize_route(const http::Request& req, http::Response& res);
   void metrics(const http::Request& req, http::Response& res);
 
@@ -89,6 +92,7 @@ class Server {
   kestrel_engine* engine_;
   ServerOptions opts_;
   RequestEnv env_;
+  Embedder embedder_{model_};  // POST /v1/embeddings (its own context, made at first use)
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> n_http_{0}, n_errors_{0};
@@ -218,6 +222,16 @@ void Server::page(const http::Request&, http::Response& res) {
   res.body = kWebPage;
 }
 
+void Server::embeddings_route(const http::Request& req, http::Response& res) {
+  EmbeddingsRequest er;
+  if (auto e = parse_embeddings_request(req.body, env_, &er)) return reply_error(res, *e);
+  std::string body;
+  if (auto e = embedder_.run(er, opts_.model_id, &body)) return reply_error(res, *e);
+  res.status = 200;
+  res.content_type = "application/json";
+  res.body = std::move(body);
+}
+
 void Server::tokenize_route(const http::Request& req, http::Response& res) {
   TokenizeRequest tr;
   if (auto e = parse_tokenize_request(req.body, env_, &tr)) return reply_error(res, *e);
@@ -272,6 +286,7 @@ void Server::routes() {
   add("GET", "/health", &Server::health);
   add("GET", "/", &Server::page);
   add("POST", "/tokenize", &Server::tokenize_route);
+  add("POST", "/v1/embeddings", &Server::embeddings_route);
   add("POST", "/detokenize", &Server::detokenize_route);
   add("GET", "/metrics", &Server::metrics);
 }

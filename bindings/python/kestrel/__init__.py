@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ._engine import Engine, RequestResult, RequestStream
 from ._lib import LibraryNotFoundError, api_version, library_path
-from ._structs import API_VERSION, FinishReason, LogLevel, SpecMode, Status
+from ._structs import API_VERSION, FinishReason, LogLevel, Pooling, SpecMode, Status
 from .context import Batch, Context
 from .detokenizer import Detokenizer
 from .errors import KestrelError
@@ -37,6 +37,7 @@ __all__ = [
     "LibraryNotFoundError",
     "LogLevel",
     "Model",
+    "Pooling",
     "RequestResult",
     "RequestStream",
     "Sampler",

@@ -107,6 +107,8 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "kestrel_kv_seq_keep": (S.c_enum, [_ctx, c_int32]),
     "kestrel_kv_seq_pos_max": (c_int32, [_ctx, c_int32]),
     "kestrel_kv_clear": (None, [_ctx]),
+    "kestrel_embed": (S.c_enum, [_ctx, _tok_p, _P(c_int32), c_int32, S.c_enum, c_bool, _P(c_float), c_size_t, _P(c_size_t)]),
+    "kestrel_logprobs": (S.c_enum, [_P(c_float), c_int32, S.c_token, _P(c_float), _P(S.TokenLogprob), c_int32]),
     # sampling
     "kestrel_sampler_options_init": (None, [_P(S.SamplerOptions)]),
     "kestrel_sampler_new": (S.c_enum, [_P(S.SamplerOptions), _P(c_void_p)]),

@@ -83,6 +83,15 @@ def kv_type_value(name: str) -> int:
         raise ValueError(f"kv_type: expected 'f16', 'f32' or 'f8_e4m3', got {name!r}") from None
 
 
+class Pooling(enum.IntEnum):
+    """``kestrel_pooling``: how kestrel_embed pools an input's states (MODEL: the GGUF's key, else LAST)."""
+
+    MODEL = 0
+    MEAN = 1
+    CLS = 2
+    LAST = 3
+
+
 class FinishReason(enum.IntEnum):
     """``kestrel_finish_reason``: why an engine request ended."""
 
@@ -100,6 +109,7 @@ ENUMS: dict[str, tuple[type[enum.IntEnum], str]] = {
     "kestrel_spec_mode": (SpecMode, "KESTREL_SPEC_"),
     "kestrel_kv_type": (KvType, "KESTREL_KV_"),
     "kestrel_finish_reason": (FinishReason, "KESTREL_FINISH_"),
+    "kestrel_pooling": (Pooling, "KESTREL_POOLING_"),
 }
 
 # ---- callback types ------------------------------------------------------------------------
@@ -192,6 +202,12 @@ class SpecOptions(Structure):
         ("ngram_min", c_int32),
         ("ngram_max", c_int32),
     ]
+
+
+class TokenLogprob(Structure):
+    """``kestrel_token_logprob``."""
+
+    _fields_ = [("token", c_token), ("logprob", c_float)]
 
 
 class SpecStats(Structure):
@@ -293,6 +309,7 @@ STRUCTS: dict[str, type[Structure]] = {
     "kestrel_sampler_options": SamplerOptions,
     "kestrel_spec_options": SpecOptions,
     "kestrel_spec_stats": SpecStats,
+    "kestrel_token_logprob": TokenLogprob,
     "kestrel_generate_options": GenerateOptions,
     "kestrel_engine_options": EngineOptions,
     "kestrel_request_result": RequestResult,

@@ -141,6 +141,26 @@ class Context:
         row = self.logits(i)
         return max(range(len(row)), key=row.__getitem__)
 
+    def embed(
+        self, inputs: Sequence[Sequence[int]], pooling: "S.Pooling | int" = 0, normalize: bool = True
+    ) -> list["array[float]"]:
+        """One vector per input (token ids): the final states after the output norm, pooled
+        (``Pooling.MODEL``: the GGUF's pooling type, else the last token) and, with ``normalize``,
+        of unit length. Inputs share decodes, one sequence each; the KV cache is cleared."""
+        flat = [t for seq in inputs for t in seq]
+        tokens = (S.c_token * max(len(flat), 1))(*flat)
+        lengths = (ctypes.c_int32 * max(len(inputs), 1))(*[len(seq) for seq in inputs])
+        need = ctypes.c_size_t()
+        with self._use() as p:
+            st = lib().kestrel_embed(p, tokens, lengths, len(inputs), int(pooling), normalize, None, 0, ctypes.byref(need))
+            if st != S.Status.ERR_BUFFER_TOO_SMALL:
+                check(st)
+            out = (ctypes.c_float * max(need.value, 1))()
+            check(lib().kestrel_embed(p, tokens, lengths, len(inputs), int(pooling), normalize, out, need.value,
+                                      ctypes.byref(need)))
+        width = need.value // max(len(inputs), 1)
+        return [array("f", out[i * width:(i + 1) * width]) for i in range(len(inputs))]
+
     def kv_clear(self) -> None:
         """Empties the KV cache (and its prefix cache)."""
         with self._use() as p:

@@ -28,6 +28,21 @@ def read_vectors(inp: str, out: str) -> list[tuple[str, list[int]]]:
     return [(text, [int(t) for t in line.split()]) for text, line in zip(cases, lines)]
 
 
+class EmbedTest(unittest.TestCase):
+    def test_embeddings_batched_equal_alone_and_are_unit_length(self) -> None:
+        with kestrel.Model(stories_path(), n_threads=1) as m, m.context(n_seq_max=2) as ctx:
+            inputs = [m.tokenize(t) for t in ("Once upon a time", "The cat sat.", "Hi")]
+            both = ctx.embed(inputs, kestrel.Pooling.MEAN)
+            self.assertEqual([len(v) for v in both], [64, 64, 64])
+            alone = ctx.embed([inputs[2]], kestrel.Pooling.MEAN)[0]
+            for x, y in zip(alone, both[2]):
+                self.assertAlmostEqual(x, y, places=5)
+            self.assertAlmostEqual(sum(x * x for x in both[0]), 1.0, places=5)
+            self.assertEqual(list(ctx.embed(inputs[:1])[0]), list(ctx.embed(inputs[:1], kestrel.Pooling.LAST)[0]))
+            with self.assertRaises(kestrel.KestrelError):
+                ctx.embed([[]])
+
+
 class LoadTest(unittest.TestCase):
     def test_load_properties_and_describe(self) -> None:
         with kestrel.Model(stories_path(), n_threads=1) as m:

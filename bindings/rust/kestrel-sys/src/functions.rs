@@ -128,6 +128,25 @@ extern "C" {
     pub fn kestrel_kv_seq_keep(ctx: *mut kestrel_context, seq: i32) -> kestrel_status;
     pub fn kestrel_kv_seq_pos_max(ctx: *const kestrel_context, seq: i32) -> i32;
     pub fn kestrel_kv_clear(ctx: *mut kestrel_context);
+    pub fn kestrel_embed(
+        ctx: *mut kestrel_context,
+        tokens: *const kestrel_token,
+        lengths: *const i32,
+        n_inputs: i32,
+        pooling: kestrel_pooling,
+        normalize: bool,
+        out: *mut f32,
+        cap: usize,
+        n_out: *mut usize,
+    ) -> kestrel_status;
+    pub fn kestrel_logprobs(
+        logits: *const f32,
+        n_vocab: i32,
+        token: kestrel_token,
+        token_logprob: *mut f32,
+        top: *mut kestrel_token_logprob,
+        k: i32,
+    ) -> kestrel_status;
 
     // ---- sampling ----
     pub fn kestrel_sampler_options_init(opts: *mut kestrel_sampler_options);

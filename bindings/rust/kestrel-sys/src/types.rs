@@ -39,6 +39,13 @@ pub const KESTREL_KV_F16: kestrel_kv_type = 0;
 pub const KESTREL_KV_F32: kestrel_kv_type = 1;
 pub const KESTREL_KV_F8_E4M3: kestrel_kv_type = 2;
 
+/// `enum kestrel_pooling` (API version 7).
+pub type kestrel_pooling = i32;
+pub const KESTREL_POOLING_MODEL: kestrel_pooling = 0;
+pub const KESTREL_POOLING_MEAN: kestrel_pooling = 1;
+pub const KESTREL_POOLING_CLS: kestrel_pooling = 2;
+pub const KESTREL_POOLING_LAST: kestrel_pooling = 3;
+
 /// `enum kestrel_spec_mode`.
 pub type kestrel_spec_mode = i32;
 pub const KESTREL_SPEC_NONE: kestrel_spec_mode = 0;
@@ -170,6 +177,14 @@ pub struct kestrel_spec_options {
     pub k_max: i32,
     pub ngram_min: i32,
     pub ngram_max: i32,
+}
+
+/// `struct kestrel_token_logprob` (API version 7).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct kestrel_token_logprob {
+    pub token: kestrel_token,
+    pub logprob: f32,
 }
 
 /// `struct kestrel_spec_stats`.

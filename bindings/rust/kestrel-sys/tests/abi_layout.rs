@@ -62,6 +62,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
         }),
         layout!(kestrel_spec_options { struct_size, mode, k_max, ngram_min, ngram_max }),
         layout!(kestrel_spec_stats { struct_size, n_steps, n_drafted, n_accepted }),
+        layout!(kestrel_token_logprob { token, logprob }),
         layout!(kestrel_generate_options {
             struct_size, max_tokens, add_special, parse_special, stop_at_eog, sampling, on_token, user, speculative,
             draft, spec_stats, stop_strings, n_stop_strings, grammar, json_schema
@@ -91,6 +92,7 @@ fn enums() -> BTreeMap<String, EnumValues> {
         values!(kestrel_log_level { KESTREL_LOG_DEBUG, KESTREL_LOG_INFO, KESTREL_LOG_WARN, KESTREL_LOG_ERROR, KESTREL_LOG_NONE }),
         values!(kestrel_kv_type { KESTREL_KV_F16, KESTREL_KV_F32, KESTREL_KV_F8_E4M3 }),
         values!(kestrel_spec_mode { KESTREL_SPEC_NONE, KESTREL_SPEC_DRAFT, KESTREL_SPEC_NGRAM }),
+        values!(kestrel_pooling { KESTREL_POOLING_MODEL, KESTREL_POOLING_MEAN, KESTREL_POOLING_CLS, KESTREL_POOLING_LAST }),
         values!(kestrel_finish_reason {
             KESTREL_FINISH_NONE, KESTREL_FINISH_STOP, KESTREL_FINISH_LENGTH, KESTREL_FINISH_CANCELLED, KESTREL_FINISH_ERROR
         }),

@@ -182,6 +182,31 @@ impl<'m> Context<'m> {
         }
     }
 
+    /// Embeds each input (token ids): one vector of n_embd floats per input, its tokens' final
+    /// states after the output norm pooled (`sys::KESTREL_POOLING_*`; MODEL: the GGUF's pooling
+    /// type, else the last token) and, with `normalize`, of unit length. Clears the KV cache.
+    pub fn embed(&mut self, inputs: &[&[i32]], pooling: sys::kestrel_pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
+        let tokens: Vec<i32> = inputs.iter().flat_map(|t| t.iter().copied()).collect();
+        let lengths = inputs
+            .iter()
+            .map(|t| i32::try_from(t.len()).map_err(|_| Error::new(sys::KESTREL_ERR_INVALID_ARGUMENT, "an input is too long")))
+            .collect::<Result<Vec<i32>>>()?;
+        let n = i32::try_from(inputs.len()).map_err(|_| Error::new(sys::KESTREL_ERR_INVALID_ARGUMENT, "too many inputs"))?;
+        let mut need = 0usize;
+        let st = unsafe {
+            sys::kestrel_embed(self.as_ptr(), tokens.as_ptr(), lengths.as_ptr(), n, pooling, normalize, ptr::null_mut(), 0, &mut need)
+        };
+        if st != sys::KESTREL_ERR_BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut out = vec![0f32; need];
+        check(unsafe {
+            sys::kestrel_embed(self.as_ptr(), tokens.as_ptr(), lengths.as_ptr(), n, pooling, normalize, out.as_mut_ptr(), out.len(), &mut need)
+        })?;
+        let width = if inputs.is_empty() { 0 } else { out.len() / inputs.len() };
+        Ok(out.chunks(width.max(1)).map(|c| c.to_vec()).collect())
+    }
+
     /// Empties the KV cache (and its prefix cache).
     pub fn kv_clear(&mut self) {
         unsafe { sys::kestrel_kv_clear(self.as_ptr()) }

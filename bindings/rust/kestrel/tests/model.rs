@@ -136,3 +136,22 @@ fn malformed_gguf_is_an_error() {
     assert_eq!(err.status(), Status::InvalidArgument);
     let _ = fs::remove_dir_all(bad.parent().unwrap());
 }
+
+#[test]
+fn embeddings_batched_equal_alone_and_are_unit_length() {
+    let model = require!(stories());
+    let mut ctx = kestrel::Context::new(&model, &kestrel::ContextOptions::new().n_threads(1)).unwrap();
+    let a = model.tokenize("Once upon a time", true, false).unwrap();
+    let b = model.tokenize("The cat sat.", true, false).unwrap();
+    let both = ctx.embed(&[&a, &b], kestrel::sys::KESTREL_POOLING_MEAN, true).unwrap();
+    assert_eq!(both.len(), 2);
+    assert_eq!(both[0].len(), 64);
+    let alone = ctx.embed(&[&b], kestrel::sys::KESTREL_POOLING_MEAN, true).unwrap();
+    for (x, y) in alone[0].iter().zip(&both[1]) {
+        assert!((x - y).abs() < 1e-5, "{} vs {}", x, y);
+    }
+    let len: f32 = both[0].iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((len - 1.0).abs() < 1e-5);
+    let err = ctx.embed(&[&[]], kestrel::sys::KESTREL_POOLING_MEAN, true).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+}
