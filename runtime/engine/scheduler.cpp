@@ -197,6 +197,7 @@ void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text)
   }
   r.result.finish = why;
   r.result.status = std::move(st);
+  r.result.stop_index = r.stops.matched();
   r.result.n_generated = static_cast<int32_t>(r.generated.size());
   r.draft.clear();
   {  // the totals first, so that stats read from on_done (or right after it) include r

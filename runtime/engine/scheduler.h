@@ -36,6 +36,7 @@ struct RequestResult {
   int32_t n_cached = 0;      // of those, taken from the prefix cache
   int32_t n_generated = 0;
   SpecStats spec;            // speculative decoding: drafted and accepted tokens
+  int32_t stop_index = -1;   // the stop string that ended it (its index in RequestSpec::stop_strings)
 };
 
 struct RequestSpec {

@@ -4,14 +4,24 @@
 
 namespace kestrel {
 
-StopStrings::StopStrings(std::vector<std::string> stops) : stops_(std::move(stops)) {
-  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+StopStrings::StopStrings(std::vector<std::string> stops) {
+  for (size_t i = 0; i < stops.size(); ++i) {
+    if (stops[i].empty()) continue;
+    stops_.push_back(std::move(stops[i]));
+    index_.push_back(static_cast<int>(i));
+  }
 }
 
 std::string StopStrings::push(std::string_view text) {
   held_ += text;
   size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
+  for (size_t i = 0; i < stops_.size(); ++i) {
+    const size_t at = held_.find(stops_[i]);
+    if (at < cut) {  // the earliest match; at one place, the first listed
+      cut = at;
+      matched_ = index_[i];
+    }
+  }
   if (cut != std::string::npos) {
     std::string out = held_.substr(0, cut);
     held_.clear();

@@ -15,13 +15,17 @@ class StopStrings {
   // returned text ends before the stop string (nothing held remains).
   std::string push(std::string_view text);
   bool stopped() const { return stopped_; }
+  // Which stop string matched (its index in the list given), -1 before a match.
+  int matched() const { return matched_; }
   // The held-back tail, when generation ends without a match.
   std::string take_held();
 
  private:
   std::vector<std::string> stops_;
+  std::vector<int> index_;  // of each kept stop string in the list given (empty ones are dropped)
   std::string held_;
   bool stopped_ = false;
+  int matched_ = -1;
 };
 
 }  // namespace kestrel

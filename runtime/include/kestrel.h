@@ -352,6 +352,7 @@ typedef struct kestrel_request_result {
   int32_t n_generated;
   int32_t n_drafted;  /* speculative decoding: tokens drafted for it */
   int32_t n_accepted; /* of those, kept */
+  int32_t stop_string; /* API 7: the index of the stop string that ended it; -1: none */
 } kestrel_request_result;
 
 typedef void (*kestrel_logits_fn)(const float *logits, int32_t n_vocab, void *user);

@@ -57,7 +57,7 @@ struct Out {
   std::vector<kestrel_token> tokens;
   std::string text;
   std::vector<std::vector<float>> logits;
-  kestrel_request_result result{};
+  kestrel_request_result result{sizeof(kestrel_request_result)};  // room for every field
   uint64_t id = 0;
   int stop_after = -1;  // on_token returns false after this many tokens
 };
@@ -201,6 +201,8 @@ TEST_CASE("engine: cancellation, stop strings, max tokens, bad input") {
   REQUIRE(kestrel_engine_generate(e.e, &rs, &s.result) == KESTREL_OK);
   CHECK(s.result.finish == KESTREL_FINISH_STOP);
   CHECK(s.text == ref.text.substr(0, ref.text.find(stop)));
+  CHECK(s.result.stop_string == 1);  // which one matched
+  CHECK(ref.result.stop_string == -1);
 
   // Bad input fails at submit, with a message.
   uint64_t id = 0;

@@ -126,7 +126,7 @@ def unknown_paths():
              "/%2e%2e/%2e%2e/etc/passwd", "/../../etc/passwd", "/" + "a" * 4000, "/tokenize%00", "/v1", "/v1/",
              "/index.html", "/\xff\xfe"]
     cases = [Case("paths", f"GET {p[:40]!r}", raw(req("GET", p)), {404, 400}) for p in paths]
-    for p in ["/v1/embeddings", "/v1/chat/completions2", "/completion"]:
+    for p in ["/v1/chat/completions2", "/completion"]:
         cases.append(Case("paths", f"POST {p}", raw(post_with([("Content-Length", str(len(BODY)))], path=p)), {404}))
     return cases
 

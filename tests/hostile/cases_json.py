@@ -109,7 +109,7 @@ GEN_RANGE = [("temperature", -0.1), ("temperature", 2.01), ("temperature", 1e300
              ("frequency_penalty", 2.5), ("frequency_penalty", -2.5), ("repeat_penalty", 0),
              ("repeat_penalty", -1), ("repeat_penalty", 1000), ("max_tokens", 0), ("max_tokens", -1),
              ("max_tokens", 2 ** 31), ("max_tokens", 2 ** 64), ("max_completion_tokens", 0), ("n", 0),
-             ("n", 2), ("n", 100), ("seed", 2 ** 64), ("stop", ["s"] * 17)]
+             ("n", 9), ("n", 100), ("seed", 2 ** 64), ("stop", ["s"] * 17)]
 BIAS_RANGE = [{"-1": 1}, {"512": 1}, {"abc": 1}, {"1.5": 1}, {"": 1}, {"0x10": 1},
               {"99999999999999999999": 1}, {"1": 101}, {"1": -101}, {"1": 1e300}]
 

@@ -75,6 +75,7 @@ std::optional<ApiError> render_chat(const kestrel_model* model, const GenRequest
   kestrel_chat_options_init(&co);
   co.add_generation_prompt = true;
   co.tools_json = req.tools_json.empty() ? nullptr : req.tools_json.c_str();
+  co.extra_context_json = req.extra_context_json.empty() ? nullptr : req.extra_context_json.c_str();
   const std::string& messages = req.messages_json;
   size_t len = 0;
   kestrel_status st = kestrel_chat_format(model, messages.c_str(), &co, nullptr, 0, &len);

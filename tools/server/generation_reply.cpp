@@ -30,7 +30,7 @@ struct Stream {
 struct StreamState {
   std::vector<Stream> choices;
   ReplyMeta meta;
-  bool include_usage = false;
+  std::shared_ptr<StreamFormat> format;
   std::shared_ptr<void> keep;
   ~StreamState() {
     for (Stream& c : choices)
@@ -54,7 +54,9 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
   auto cancel_all = [&] {
     for (Stream& c : s.choices) c.g->cancel();  // the next token callback stops each request
   };
+  StreamFormat& f = *s.format;
   auto send = [&](const std::string& data) {
+    if (data.empty()) return true;
     bool gone = false;
     for (Stream& c : s.choices) gone = gone || c.g->client_gone;
     if (gone || !w.write(data)) {
@@ -72,18 +74,13 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
       c.logprobs.clear();
       return j;
     };
-    if (!c.splitter) {
-      if (!text.empty() && !send(sse_text(m, text, take_logprobs()))) return false;
-    } else {
-      const json d = c.splitter->push(text, final);
-      if (!d.empty() && !send(sse_delta(m, d, take_logprobs()))) return false;
-    }
-    if (final && !c.logprobs.empty())
-      return send(m.chat ? sse_delta(m, json::object(), take_logprobs()) : sse_text(m, "", take_logprobs()));
+    const json d = c.splitter ? c.splitter->push(text, final) : text.empty() ? json::object() : json{{"content", text}};
+    if (!d.empty() && !send(f.delta(m, d, take_logprobs()))) return false;
+    if (final && !c.logprobs.empty()) return send(f.delta(m, json::object(), take_logprobs()));
     return true;
   };
   for (Stream& c : s.choices)
-    if (c.meta.chat && !send(sse_role(c.meta))) return;
+    if (!send(f.start(c.meta))) return;
   size_t open = s.choices.size();
   while (open > 0) {
     bool any = false;
@@ -102,12 +99,11 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
       --open;
       if (c.g->result.finish == KESTREL_FINISH_ERROR) {
         log_failure(*c.g);
-        send(sse_error(status_error(500, "generation failed")));
+        send(f.error(status_error(500, "generation failed")));
         return cancel_all();
       }
       if (!send_text(c, c.utf8.finish(), true)) return;
-      const bool called = c.splitter && c.splitter->called_tools();
-      if (!send(called ? sse_finish(c.meta, "tool_calls") : sse_finish(c.meta, c.g->result.finish))) return;
+      if (!send(f.finish(c.meta, c.g->result, c.splitter && c.splitter->called_tools()))) return;
     }
     if (open == 0 || any) continue;
     // Nothing new: wait on the first open choice (briefly when others may move first), then
@@ -121,16 +117,39 @@ void stream_events(StreamState& s, http::StreamWriter& w) {
     }
     if (!w.alive()) return cancel_all();
   }
-  if (s.include_usage) {
-    std::vector<kestrel_request_result> results;
-    for (Stream& c : s.choices) results.push_back(c.g->result);
-    if (!send(sse_usage(s.meta, usage_json(results)))) return;
-  }
-  send(std::string(kSseDone));
+  std::vector<kestrel_request_result> results;
+  for (Stream& c : s.choices) results.push_back(c.g->result);
+  send(f.end(s.meta, results));
 }
 
-// One choice's whole reply (it has finished).
-json whole_choice(Generation& g, ReplySplitter* splitter, const ReplyMeta& meta) {
+// OpenAI's chunks: the role first, deltas (a completion's text as itself), the finish reason,
+// the usage when asked, [DONE].
+class OpenAiFormat final : public StreamFormat {
+ public:
+  explicit OpenAiFormat(bool include_usage) : include_usage_(include_usage) {}
+  std::string start(const ReplyMeta& m) override { return m.chat ? sse_role(m) : ""; }
+  std::string delta(const ReplyMeta& m, const json& d, const json& logprobs) override {
+    return m.chat ? sse_delta(m, d, logprobs) : sse_text(m, d.value("content", ""), logprobs);
+  }
+  std::string finish(const ReplyMeta& m, const kestrel_request_result& r, bool called_tools) override {
+    return called_tools ? sse_finish(m, "tool_calls") : sse_finish(m, r.finish);
+  }
+  std::string end(const ReplyMeta& m, const std::vector<kestrel_request_result>& results) override {
+    return (include_usage_ ? sse_usage(m, usage_json(results)) : "") + std::string(kSseDone);
+  }
+  std::string error(const ApiError& e) override { return sse_error(e); }
+
+ private:
+  bool include_usage_;
+};
+
+}  // namespace
+
+std::shared_ptr<StreamFormat> openai_stream_format(bool include_usage) {
+  return std::make_shared<OpenAiFormat>(include_usage);
+}
+
+json whole_reply(Generation& g, ReplySplitter* splitter, const ReplyMeta& meta, json* lp) {
   std::string text;
   std::vector<TokenLogprobs> logprobs;
   {
@@ -139,13 +158,9 @@ json whole_choice(Generation& g, ReplySplitter* splitter, const ReplyMeta& meta)
     logprobs.assign(g.logprobs.begin(), g.logprobs.end());
   }
   size_t offset = 0;
-  const json lp = logprobs_json(meta, g.model, logprobs, &offset);
-  if (!splitter) return completion_choice(meta, text, finish_reason_text(g.result.finish), lp);
-  const json message = splitter->push(text, true);
-  return chat_choice(meta, message, splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish), lp);
+  *lp = logprobs_json(meta, g.model, logprobs, &offset);
+  return splitter ? splitter->push(text, true) : json{{"content", text}};
 }
-
-}  // namespace
 
 void reply_whole(const Choices& c, const ReplyMeta& meta, http::Response& res) {
   for (const auto& g : c.gens) g->wait_done();
@@ -161,14 +176,19 @@ void reply_whole(const Choices& c, const ReplyMeta& meta, http::Response& res) {
     }
     ReplyMeta m = meta;
     m.index = static_cast<int>(i);
-    choices.push_back(whole_choice(g, c.splitters.empty() ? nullptr : c.splitters[i].get(), m));
+    ReplySplitter* splitter = c.splitters.empty() ? nullptr : c.splitters[i].get();
+    json lp;
+    const json reply = whole_reply(g, splitter, m, &lp);
+    const char* finish = splitter && splitter->called_tools() ? "tool_calls" : finish_reason_text(g.result.finish);
+    choices.push_back(splitter ? chat_choice(m, reply, finish, lp)
+                               : completion_choice(m, reply.value("content", ""), finish, lp));
     results.push_back(g.result);
   }
   res.status = 200;
   res.body = reply_text(meta, std::move(choices), usage_json(results));
 }
 
-void reply_streamed(Choices c, const ReplyMeta& meta, bool include_usage, std::shared_ptr<void> keep,
+void reply_streamed(Choices c, const ReplyMeta& meta, std::shared_ptr<StreamFormat> format, std::shared_ptr<void> keep,
                     http::Response& res) {
   auto state = std::make_shared<StreamState>();
   for (size_t i = 0; i < c.gens.size(); ++i) {
@@ -180,7 +200,7 @@ void reply_streamed(Choices c, const ReplyMeta& meta, bool include_usage, std::s
     state->choices.push_back(std::move(st));
   }
   state->meta = meta;
-  state->include_usage = include_usage;
+  state->format = std::move(format);
   state->keep = std::move(keep);
   res.status = 200;
   res.content_type = "text/event-stream";

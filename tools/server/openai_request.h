@@ -55,6 +55,7 @@ struct GenRequest {
   std::string tool_choice = "auto";
   bool parallel_tool_calls = true;
   bool reasoning_inline = false;
+  std::string extra_context_json;  // more chat template variables (Anthropic's thinking: enable_thinking)
 };
 
 // /v1/embeddings: texts (or token-id lists) to embed.

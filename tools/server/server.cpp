@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "kestrel.hpp"
+#include "server/anthropic_reply.h"
+#include "server/anthropic_request.h"
 #include "server/embeddings.h"
 #include "server/generation.h"
 #include "server/generation_reply.h"
@@ -65,7 +67,8 @@ class Server {
   void add(const char* method, const char* path, Method fn);
   void routes();
   bool pre_route(const http::Request& req, http::Response& res);
-  void reply_error(http::Response& res, const ApiError& e);
+  // The error object: OpenAI's, or Anthropic's on the /v1/messages routes.
+  void reply_error(http::Response& res, const ApiError& e, bool anthropic = false);
   void reply_json(http::Response& res, const json& j);
   // A request in flight until the returned token is released (a drain waits for none left).
   std::shared_ptr<void> enter();
@@ -85,6 +88,9 @@ class Server {
   void page(const http::Request& req, http::Response& res);
   void tokenize_route(const http::Request& req, http::Response& res);
   void embeddings_route(const http::Request& req, http::Response& res);
+  // Anthropic's Messages API: POST /v1/messages (plain or streamed) and /v1/messages/count_tokens.
+  void messages(const http::Request& req, http::Response& res);
+  void count_tokens(const http::Request& req, http::Response& res);
   void detokenize_route(const http::Request& req, http::Response& res);
   void metrics(const http::Request& req, http::Response& res);
 
@@ -119,12 +125,14 @@ void Server::cancel_all() {
     if (auto g = w.lock(); g && !g->is_done()) g->cancel();
 }
 
-void Server::reply_error(http::Response& res, const ApiError& e) {
+void Server::reply_error(http::Response& res, const ApiError& e, bool anthropic) {
   res.status = e.http;
   res.content_type = "application/json";
-  res.body = error_text(e);
+  res.body = anthropic ? anthropic_error_text(e) : error_text(e);
   ++n_errors_;
 }
+
+bool anthropic_path(std::string_view path) { return path.rfind("/v1/messages", 0) == 0; }
 
 void Server::reply_json(http::Response& res, const json& j) {
   res.status = 200;
@@ -146,19 +154,24 @@ void Server::add(const char* method, const char* path, Method fn) {
       std::fprintf(stderr, "kestrel serve: internal error in %s %s\n", method, path);
     }
     res = http::Response{};  // drops a stream already set (its request is cancelled)
-    reply_error(res, status_error(500, "internal error"));
+    reply_error(res, status_error(500, "internal error"), anthropic_path(path));
   });
 }
 
 bool Server::pre_route(const http::Request& req, http::Response& res) {
   ++n_http_;
   const bool open = req.path == "/" || req.path == "/health";
-  if (!open && !opts_.api_key.empty() && !same_secret(req.header("Authorization"), "Bearer " + opts_.api_key)) {
-    reply_error(res, status_error(401, "Missing or invalid API key (send 'Authorization: Bearer KEY')"));
+  const bool anthropic = anthropic_path(req.path);
+  // Bearer, or (Anthropic's clients) x-api-key.
+  const bool authorized = same_secret(req.header("Authorization"), "Bearer " + opts_.api_key) ||
+                          same_secret(req.header("x-api-key"), opts_.api_key);
+  if (!open && !opts_.api_key.empty() && !authorized) {
+    reply_error(res, status_error(401, "Missing or invalid API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')"),
+                anthropic);
     return true;
   }
   if (draining_ && req.method == "POST") {
-    reply_error(res, status_error(503, "The server is shutting down"));
+    reply_error(res, status_error(503, "The server is shutting down"), anthropic);
     return true;
   }
   return false;
@@ -206,7 +219,7 @@ void Server::respond(const PreparedRequest& pr, http::Response& res) {
     if (res.status != 200) ++n_errors_;
     return;
   }
-  reply_streamed(std::move(c), meta, pr.req.params.include_usage, enter(), res);
+  reply_streamed(std::move(c), meta, openai_stream_format(pr.req.params.include_usage), enter(), res);
 }
 
 void Server::models(const http::Request&, http::Response& res) {
@@ -230,6 +243,47 @@ void Server::embeddings_route(const http::Request& req, http::Response& res) {
   res.status = 200;
   res.content_type = "application/json";
   res.body = std::move(body);
+}
+
+void Server::messages(const http::Request& req, http::Response& res) {
+  PreparedRequest pr;
+  if (auto e = parse_messages_request(req.body, env_, false, &pr.req)) return reply_error(res, *e, true);
+  if (auto e = prepare_prompt(model_, &pr)) return reply_error(res, *e, true);
+  Choices c;
+  c.splitters = pr.splitters;
+  std::shared_ptr<Generation> g;
+  if (auto e = start_generation(engine_, model_, pr, 0, &g)) return reply_error(res, *e, true);
+  track(g);
+  c.gens.push_back(g);
+  AnthropicMeta am;
+  am.id = random_id("msg");
+  am.id[3] = '_';  // msg_...: Anthropic's form
+  am.model = opts_.model_id;
+  am.n_prompt = static_cast<int32_t>(pr.prompt.size());
+  am.stops = pr.req.params.stop;
+  ReplyMeta meta;
+  meta.id = am.id;
+  meta.model = am.model;
+  meta.chat = true;
+  if (pr.req.params.stream) return reply_streamed(std::move(c), meta, anthropic_stream_format(am), enter(), res);
+  g->wait_done();
+  if (g->result.finish == KESTREL_FINISH_ERROR) {
+    std::fprintf(stderr, "kestrel serve: request %llu failed in the engine: %s\n", static_cast<unsigned long long>(g->id),
+                 kestrel_status_name(g->result.status));
+    return reply_error(res, status_error(500, "generation failed"), true);
+  }
+  json lp;
+  const json reply = whole_reply(*g, c.splitters[0].get(), meta, &lp);
+  res.status = 200;
+  res.content_type = "application/json";
+  res.body = anthropic_message_text(am, reply, g->result, c.splitters[0]->called_tools());
+}
+
+void Server::count_tokens(const http::Request& req, http::Response& res) {
+  PreparedRequest pr;
+  if (auto e = parse_messages_request(req.body, env_, true, &pr.req)) return reply_error(res, *e, true);
+  if (auto e = prepare_prompt(model_, &pr)) return reply_error(res, *e, true);
+  reply_json(res, {{"input_tokens", pr.prompt.size()}});
 }
 
 void Server::tokenize_route(const http::Request& req, http::Response& res) {
@@ -287,6 +341,8 @@ void Server::routes() {
   add("GET", "/", &Server::page);
   add("POST", "/tokenize", &Server::tokenize_route);
   add("POST", "/v1/embeddings", &Server::embeddings_route);
+  add("POST", "/v1/messages", &Server::messages);
+  add("POST", "/v1/messages/count_tokens", &Server::count_tokens);
   add("POST", "/detokenize", &Server::detokenize_route);
   add("GET", "/metrics", &Server::metrics);
 }

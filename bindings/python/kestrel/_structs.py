@@ -270,6 +270,7 @@ class RequestResult(Structure):
         ("n_generated", c_int32),
         ("n_drafted", c_int32),
         ("n_accepted", c_int32),
+        ("stop_string", c_int32),
     ]
 
 

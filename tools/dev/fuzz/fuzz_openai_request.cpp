@@ -1,5 +1,6 @@
 // libFuzzer target for kestrel serve's request parsing: the raw bytes as the JSON body of every
-// endpoint (chat, completions, tokenize, detokenize), with a fixed vocabulary size and no model,
+// endpoint (chat, completions, embeddings, tokenize, detokenize, Anthropic's messages and
+// count_tokens), with a fixed vocabulary size and no model,
 // then the reply objects built from the same bytes as generated text. Any crash, sanitizer
 // report, uncaught exception, 5xx or reply that is not valid JSON is a bug. From the repo root
 // (after building libkestrel.a in build/):
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/anthropic_request.h"
 #include "server/openai_api.h"
 #include "server/openai_reply.h"
 #include "server/openai_request.h"
@@ -41,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RequestEnv env;
   env.n_vocab = 64;
   env.model_id = "m";
+  env.n_embd = 32;
   env.limits.max_depth = 16;
   env.limits.max_messages = 8;
   GenRequest g;
@@ -50,6 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(parse_tokenize_request(body, env, &t));
   DetokenizeRequest d;
   check(parse_detokenize_request(body, env, &d));
+  EmbeddingsRequest em;
+  check(parse_embeddings_request(body, env, &em));
+  check(parse_messages_request(body, env, false, &g));
+  check(parse_messages_request(body, env, true, &g));
   // The same bytes as model output: whatever they hold, the replies are valid JSON.
   const std::string text(body);
   kestrel_request_result r{};

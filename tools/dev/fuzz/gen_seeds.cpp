@@ -130,6 +130,10 @@ void server_seeds() {
       R"({"content": "tokenize this", "add_special": true, "with_pieces": true})",
       R"({"tokens": [1, 2, 3]})",
       R"({"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": "Hi"}], "system": "Be brief."})",
+      R"({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "w?"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "2"}]}], "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"}, "stop_sequences": ["x"], "thinking": {"type": "enabled", "budget_tokens": 1024}})",
+      R"({"model": "m", "input": ["a", "b"], "encoding_format": "base64", "dimensions": 8})",
+      R"({"input": [[1, 2, 3], [4]]})",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true, "top_logprobs": 3, "n": 2, "tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}]})",
   };
   int n = 0;
   for (const char* b : bodies) write_seed("fuzz_openai_request", "body_" + std::to_string(n++), b);

@@ -244,6 +244,7 @@ pub struct kestrel_request_result {
     pub n_generated: i32,
     pub n_drafted: i32,
     pub n_accepted: i32,
+    pub stop_string: i32,
 }
 
 /// `struct kestrel_request`.
