@@ -96,13 +96,13 @@ int main(void) {
          FIELD(kestrel_request_result, status) FIELD(kestrel_request_result, n_prompt)
          FIELD(kestrel_request_result, n_cached) FIELD(kestrel_request_result, n_generated)
          FIELD(kestrel_request_result, n_drafted) FIELD(kestrel_request_result, n_accepted) FIELD(kestrel_request_result, stop_string))
-  STRUCT(kestrel_request, json_schema,
+  STRUCT(kestrel_request, reply,
          FIELD(kestrel_request, struct_size) FIELD(kestrel_request, prompt) FIELD(kestrel_request, n_prompt)
          FIELD(kestrel_request, max_tokens) FIELD(kestrel_request, sampling) FIELD(kestrel_request, stop_at_eog)
          FIELD(kestrel_request, stop_tokens) FIELD(kestrel_request, n_stop_tokens)
          FIELD(kestrel_request, stop_strings) FIELD(kestrel_request, n_stop_strings)
          FIELD(kestrel_request, on_token) FIELD(kestrel_request, on_logits) FIELD(kestrel_request, on_done)
          FIELD(kestrel_request, user) FIELD(kestrel_request, speculative) FIELD(kestrel_request, grammar)
-         FIELD(kestrel_request, json_schema))
+         FIELD(kestrel_request, json_schema) FIELD(kestrel_request, reply))
   return 0;
 }

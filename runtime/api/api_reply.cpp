@@ -1,7 +1,7 @@
 // Chat replies through the C API: kestrel_reply_parser splits generated text into content,
 // reasoning and tool calls by the chat template's family (chat/chat_reply.h), streamed as deltas,
 // and gives the grammar that enforces tool_choice "required" or a named function.
-#include <random>
+#include <algorithm>
 
 #include "api/guard.h"
 #include "api/handles.h"
@@ -12,19 +12,6 @@
 using kestrel::api::fail;
 using kestrel::api::guard;
 using ojson = nlohmann::ordered_json;
-
-struct kestrel_reply_parser {
-  kestrel::ChatSyntax syntax;
-  kestrel::ReplyOptions opts;
-  ojson tools;
-  std::string grammar;
-  std::string text;            // generated so far
-  kestrel::ChatReply shown;    // what the deltas have given
-  std::vector<std::string> ids;
-  std::mt19937_64 rng{std::random_device{}()};
-  std::string pending;         // a delta the caller's buffer could not take
-  bool done = false;
-};
 
 namespace {
 

@@ -1,9 +1,11 @@
 // What the opaque C handles hold.
 #pragma once
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "chat/chat_reply.h"
 #include "engine/context.h"
 #include "kestrel.h"
 #include "model/model.h"
@@ -25,6 +27,20 @@ struct kestrel_sampler {
 struct kestrel_detokenizer {
   std::unique_ptr<kestrel::StreamingDetokenizer> detok;
   std::string pending;  // text not yet delivered (the caller's buffer was too small)
+};
+
+// A chat reply's family, tools and grammar (api_reply.cpp), and its text so far.
+struct kestrel_reply_parser {
+  kestrel::ChatSyntax syntax;
+  kestrel::ReplyOptions opts;
+  nlohmann::ordered_json tools;
+  std::string grammar;
+  std::string text;            // generated so far
+  kestrel::ChatReply shown;    // what the deltas have given
+  std::vector<std::string> ids;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::string pending;         // a delta the caller's buffer could not take
+  bool done = false;
 };
 
 namespace kestrel::api {

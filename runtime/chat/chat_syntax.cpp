@@ -1,6 +1,9 @@
 #include "chat/chat_syntax.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "tokenizer/tokenizer.h"
 
 namespace kestrel {
 namespace {
@@ -138,6 +141,30 @@ ChatSyntax detect_chat_syntax(std::string_view source, std::string_view arch) {
     found.think_close.clear();
   }
   return found;
+}
+
+std::vector<std::string> chat_markers(const ChatSyntax& s) {
+  std::vector<std::string> m;
+  const ToolSyntax& t = s.tools;
+  for (const std::string* x : {&t.open, &t.close, &t.section_open, &t.section_close, &t.sep, &t.key_open, &t.key_close,
+                               &t.value_close, &s.think_open, &s.think_close})
+    if (!x->empty()) m.push_back(*x);
+  if (t.python_tag) m.push_back("<|python_tag|>");
+  if (t.shape == ToolShape::kHarmony)
+    for (const char* x : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>", "<|return|>"})
+      m.push_back(x);
+  return m;
+}
+
+std::vector<int32_t> chat_marker_tokens(const ChatSyntax& syntax, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (const std::string& m : chat_markers(syntax)) {
+    auto t = tok.tokenize(m, /*add_special=*/false, /*parse_special=*/true);
+    if (!t.ok()) continue;
+    for (const int32_t id : t.value())
+      if (tok.is_special(id) && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  return ids;
 }
 
 const std::vector<ChatSyntax>& chat_syntaxes() {

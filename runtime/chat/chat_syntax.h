@@ -3,11 +3,14 @@
 // the markers it renders: the template is what taught the model the syntax, so it is the evidence.
 // chat_reply.h parses replies with it; tool_grammar.h forces a tool call in it.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kestrel {
+
+class Tokenizer;
 
 // The shapes tool calls take. Literals below are matched with leading/trailing whitespace
 // trimmed and any whitespace around them skipped, since models vary it.
@@ -43,6 +46,13 @@ struct ChatSyntax {
 // for models whose template says nothing, e.g. gpt-oss). Unknown templates get the Hermes
 // syntax (<tool_call>{json}</tool_call>), documented as the default.
 ChatSyntax detect_chat_syntax(std::string_view template_source, std::string_view arch = {});
+
+// The texts the family writes around calls and reasoning (its markers, and Harmony's message
+// markers). A model's special tokens with these texts are shown in its output and allowed under
+// the family's grammar: the reply must be parsed, and many models emit them as single tokens.
+std::vector<std::string> chat_markers(const ChatSyntax& syntax);
+// Those of a vocabulary's special tokens (control, unused, unknown) that hold a marker's text.
+std::vector<int32_t> chat_marker_tokens(const ChatSyntax& syntax, const Tokenizer& tok);
 
 // Every family's syntax, for tests and docs.
 const std::vector<ChatSyntax>& chat_syntaxes();

@@ -128,9 +128,8 @@ Expected<std::string> tool_call_gbnf(const ChatSyntax& syntax, const ojson& tool
           call = gbnf_literal(s.name_prefix) + " " + name + (s.name_index ? " \":\" [0-9]{1,3}" : "") + " " +
                  gbnf_literal(s.sep) + " " + a.value();
           break;
-        case ToolShape::kHarmony:
-          call = "\"<|channel|>commentary to=functions.\" " + name + " \" <|constrain|>json<|message|>\" " + a.value() +
-                 " \"<|call|>\"";
+        case ToolShape::kHarmony:  // then <|call|>, an end-of-generation token the grammar lets through
+          call = "\"<|channel|>commentary to=functions.\" " + name + " \" <|constrain|>json<|message|>\" " + a.value();
           break;
         case ToolShape::kXmlArgs: break;
       }

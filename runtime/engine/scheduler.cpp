@@ -35,6 +35,7 @@ struct Scheduler::Request {
       : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), stops(spec.stop_strings),
         history(spec.prompt), len(spec.speculative.k_max) {
     sampler.set_grammar(spec.grammar);
+    detok.render_also(spec.render_tokens);
   }
   bool decoding() const { return n_past >= static_cast<int32_t>(input.size()); }
 };

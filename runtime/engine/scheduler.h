@@ -48,6 +48,7 @@ struct RequestSpec {
   std::vector<std::string> stop_strings;  // generation ends before the first match; text not emitted
   SpecParams speculative;                  // kDraft needs an engine with a draft model
   std::shared_ptr<GrammarMatcher> grammar; // constrained decoding (this request's own matcher); null: none
+  std::vector<int32_t> render_tokens;      // special tokens whose text the output shows (a chat family's markers)
   // Per generated token: its id and the text that became final (stop strings held back); false
   // cancels the request. id -1: the last text at the end.
   std::function<bool(int32_t token, const std::string& piece)> on_token;

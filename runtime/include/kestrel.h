@@ -375,13 +375,13 @@ typedef struct kestrel_request {
   void *user;
   const kestrel_spec_options *speculative; /* NULL: the engine's default */
   const char *grammar, *json_schema; /* API 6: as kestrel_generate_options' (compiled here) */
+  const kestrel_reply_parser *reply; /* API 7: its family's marker tokens shown, its grammar enforced */
 } kestrel_request;
 
 KESTREL_API void kestrel_engine_options_init(kestrel_engine_options *opts);
 KESTREL_API kestrel_status kestrel_engine_new(const kestrel_model *model, const kestrel_engine_options *opts,
                                               kestrel_engine **out);
-/* Cancels every request, waits for the worker; the model must outlive the engine. */
-KESTREL_API void kestrel_engine_free(kestrel_engine *engine);
+KESTREL_API void kestrel_engine_free(kestrel_engine *engine); /* cancels all, joins; the model must outlive it */
 KESTREL_API void kestrel_request_init(kestrel_request *req);
 /* Queues a request; *id names it. Bad input (empty prompt, ids out of range, too long, bad options) fails here. */
 KESTREL_API kestrel_status kestrel_submit(kestrel_engine *engine, const kestrel_request *req, uint64_t *id);

@@ -14,7 +14,7 @@ namespace kestrel {
 
 // ---- the vocabulary's trie ----------------------------------------------------------------------
 
-TokenTrie::TokenTrie(const Tokenizer& tok) {
+TokenTrie::TokenTrie(const Tokenizer& tok, std::span<const int32_t> special) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
   nodes_.emplace_back();
@@ -23,8 +23,10 @@ TokenTrie::TokenTrie(const Tokenizer& tok) {
       eog_.push_back(id);
       continue;
     }
-    if (tok.is_special(id)) continue;  // control, unknown and unused tokens: never under a grammar
-    std::string piece = tok.token_to_piece(id, false);
+    // Control, unknown and unused tokens: never under a grammar, but for the markers named.
+    const bool named = std::find(special.begin(), special.end(), id) != special.end();
+    if (tok.is_special(id) && !named) continue;
+    std::string piece = tok.token_to_piece(id, named);
     if (piece.empty()) continue;
     int32_t node = 0;
     for (const char ch : piece) {
@@ -49,12 +51,14 @@ TokenTrie::TokenTrie(const Tokenizer& tok) {
 
 bool TokenTrie::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
 
-std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
+std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok, std::vector<int32_t> special) {
+  std::sort(special.begin(), special.end());
   // A few recent vocabularies, keyed by the tokenizer and a fingerprint of its tokens (so a new
   // tokenizer at a freed one's address is not mistaken for it).
   struct Entry {
     const Tokenizer* tok;
     size_t fingerprint;
+    std::vector<int32_t> special;
     std::shared_ptr<const TokenTrie> trie;
   };
   static std::mutex mu;
@@ -63,10 +67,10 @@ std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
   for (int32_t id = 0; id < tok.n_vocab(); id += 97) fp = fp * 1000003u ^ std::hash<std::string>{}(tok.token_text(id));
   std::lock_guard<std::mutex> lock(mu);
   for (const Entry& e : recent)
-    if (e.tok == &tok && e.fingerprint == fp) return e.trie;
-  auto trie = std::make_shared<const TokenTrie>(tok);
+    if (e.tok == &tok && e.fingerprint == fp && e.special == special) return e.trie;
+  auto trie = std::make_shared<const TokenTrie>(tok, special);
   if (recent.size() >= 4) recent.erase(recent.begin());
-  recent.push_back({&tok, fp, trie});
+  recent.push_back({&tok, fp, special, trie});
   return trie;
 }
 
@@ -350,10 +354,12 @@ bool GrammarMatcher::is_complete(const State& st) {
   return st.partial.empty() && std::any_of(st.stacks.begin(), st.stacks.end(), [](const Stack& s) { return s.empty(); });
 }
 
-Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok) {
+Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok,
+                                                               std::vector<int32_t> special) {
   auto g = parse_grammar(gbnf);
   KS_RETURN_IF_ERROR(g.status());
-  return std::make_shared<GrammarMatcher>(std::make_shared<const Grammar>(std::move(g.value())), TokenTrie::of(tok));
+  return std::make_shared<GrammarMatcher>(std::make_shared<const Grammar>(std::move(g.value())),
+                                          TokenTrie::of(tok, std::move(special)));
 }
 
 }  // namespace kestrel

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,8 +36,10 @@ class Tokenizer;
 // The vocabulary as the matcher reads it: every token's bytes in a trie.
 class TokenTrie {
  public:
-  static std::shared_ptr<const TokenTrie> of(const Tokenizer& tok);  // built once, then shared
-  explicit TokenTrie(const Tokenizer& tok);
+  // special: special tokens the grammar may use as their text (a chat family's markers); every
+  // other special token stays out. Built once per vocabulary and set, then shared.
+  static std::shared_ptr<const TokenTrie> of(const Tokenizer& tok, std::vector<int32_t> special = {});
+  explicit TokenTrie(const Tokenizer& tok, std::span<const int32_t> special = {});
 
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte
@@ -118,6 +121,7 @@ class GrammarMatcher {
 };
 
 // A matcher for GBNF text over a tokenizer's vocabulary (the grammar's errors as parse_grammar's).
-Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok);
+Expected<std::shared_ptr<GrammarMatcher>> make_grammar_matcher(std::string_view gbnf, const Tokenizer& tok,
+                                                               std::vector<int32_t> special = {});
 
 }  // namespace kestrel

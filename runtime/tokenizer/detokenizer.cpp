@@ -1,6 +1,8 @@
 // Token -> text: pieces per token type, whole-sequence detokenization, and streaming
 // detokenization under the UTF-8 rule of tokenizer.h: a character split over several byte tokens
 // is held until it completes, invalid bytes become U+FFFD, and no partial character is emitted.
+#include <algorithm>
+
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
@@ -115,8 +117,13 @@ std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool render_spec
   return out;
 }
 
+void StreamingDetokenizer::render_also(std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  render_also_ = std::move(ids);
+}
+
 std::string StreamingDetokenizer::push(int32_t id) {
-  pending_ += tok_.token_to_piece(id, render_special_);
+  pending_ += tok_.token_to_piece(id, render_special_ || std::binary_search(render_also_.begin(), render_also_.end(), id));
   std::string out;
   pending_.erase(0, utf8_repair(pending_, /*final=*/false, out));
   return out;

@@ -148,6 +148,8 @@ class StreamingDetokenizer {
  public:
   StreamingDetokenizer(const Tokenizer& tok, bool render_special) : tok_(tok), render_special_(render_special) {}
   std::string push(int32_t id);  // the text that became final
+  // Special tokens shown as their text even without render_special (a chat family's markers).
+  void render_also(std::vector<int32_t> ids);
   std::string flush();           // what is left (an incomplete sequence: U+FFFD), then reset
   void reset() { pending_.clear(); }
   const Tokenizer& tokenizer() const { return tok_; }
@@ -155,6 +157,7 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tok_;
   bool render_special_;
+  std::vector<int32_t> render_also_;  // sorted
   std::string pending_;
 };
 

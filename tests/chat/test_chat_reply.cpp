@@ -239,7 +239,7 @@ TEST_CASE("each family's tool grammar accepts its canonical call, which parses b
       {"llama3", "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\",\"days\":3}}"},
       {"mistral-nemo", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\",\"days\":3}}]"},
       {"mistral-v11", "[TOOL_CALLS]get_weather[ARGS]{\"city\":\"Paris\",\"days\":3}"},
-      {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\",\"days\":3}<|call|>"},
+      {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\",\"days\":3}"},
       {"deepseek-v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
                       "{\"city\":\"Paris\",\"days\":3}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
       {"deepseek-v3.1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\":\"Paris\",\"days\":3}"

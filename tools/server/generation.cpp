@@ -104,15 +104,8 @@ std::optional<ApiError> make_splitter(const kestrel_model* model, const std::str
   const kestrel_status st = kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p);
   if (st != KESTREL_OK)
     return library_error(400, std::string(kestrel_last_error()).find("tool_choice") != std::string::npos ? "tool_choice" : "tools");
+  // (The engine takes the parser's marker tokens and its grammar, if a tool call is forced.)
   out->splitters.push_back(std::make_shared<ReplySplitter>(p));
-  size_t len = 0;
-  std::string grammar;
-  if (kestrel_reply_parser_grammar(p, nullptr, 0, &len) == KESTREL_ERR_BUFFER_TOO_SMALL || len > 0) {
-    grammar.resize(len + 1);
-    if (kestrel_reply_parser_grammar(p, grammar.data(), grammar.size(), &len) != KESTREL_OK) return library_error(500, "");
-    grammar.resize(len);
-  }
-  if (!grammar.empty()) req.params.grammar = std::move(grammar);
   // A splitter per further choice (each reply parses on its own).
   for (int i = 1; i < req.params.n; ++i) {
     if (kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p) != KESTREL_OK)
@@ -189,6 +182,7 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_m
   r.n_stop_strings = static_cast<int32_t>(stops.size());
   r.grammar = gp.grammar.empty() ? nullptr : gp.grammar.c_str();
   r.json_schema = gp.json_schema.empty() ? nullptr : gp.json_schema.c_str();
+  r.reply = prepared.splitters.empty() ? nullptr : prepared.splitters[static_cast<size_t>(index)]->parser();
   r.on_token = on_piece;
   if (gp.top_logprobs >= 0) r.on_logits = on_logits;
   r.on_done = on_finished;

@@ -53,6 +53,7 @@ class ReplySplitter {
   // and tool_calls where they changed; empty when nothing did.
   json push(std::string_view text, bool final);
   bool called_tools() const { return called_; }
+  const kestrel_reply_parser* parser() const { return p_; }
 
  private:
   kestrel_reply_parser* p_;

@@ -298,6 +298,7 @@ class Request(Structure):
         ("speculative", POINTER(SpecOptions)),
         ("grammar", c_char_p),  # API 6
         ("json_schema", c_char_p),
+        ("reply", c_void_p),  # API 7: a kestrel_reply_parser
     ]
 
 

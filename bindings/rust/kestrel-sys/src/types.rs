@@ -84,6 +84,8 @@ opaque! {
     kestrel_detokenizer;
     /// Many requests with continuous batching; every function thread-safe.
     kestrel_engine;
+    /// A chat reply's family: content, reasoning and tool calls (API version 7).
+    kestrel_reply_parser;
 }
 
 /// `kestrel_log_fn`.
@@ -268,4 +270,5 @@ pub struct kestrel_request {
     pub speculative: *const kestrel_spec_options,
     pub grammar: *const c_char, // API 6
     pub json_schema: *const c_char,
+    pub reply: *const kestrel_reply_parser, // API 7
 }

@@ -75,7 +75,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
         }),
         layout!(kestrel_request {
             struct_size, prompt, n_prompt, max_tokens, sampling, stop_at_eog, stop_tokens, n_stop_tokens, stop_strings,
-            n_stop_strings, on_token, on_logits, on_done, user, speculative, grammar, json_schema
+            n_stop_strings, on_token, on_logits, on_done, user, speculative, grammar, json_schema, reply
         }),
     ]
     .into_iter()
