@@ -22,6 +22,7 @@ from .context import Batch, Context
 from .detokenizer import Detokenizer
 from .errors import KestrelError
 from .model import Model, chat_format
+from .reply import ChatReply, ReplyParser, ToolCall
 from .sampler import Sampler, sampler_options
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "API_VERSION",
     "Batch",
+    "ChatReply",
     "Context",
     "Detokenizer",
     "Engine",
@@ -39,10 +41,12 @@ __all__ = [
     "Model",
     "Pooling",
     "RequestResult",
+    "ReplyParser",
     "RequestStream",
     "Sampler",
     "SpecMode",
     "Status",
+    "ToolCall",
     "api_version",
     "library_path",
     "render_chat_template",

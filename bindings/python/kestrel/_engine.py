@@ -183,6 +183,7 @@ class Engine:
         stop_at_eog: bool = True,
         grammar: Optional[str] = None,
         json_schema: Optional[str] = None,
+        reply: Optional[int] = None,
     ) -> RequestStream:
         """Queues a request for ``prompt`` (token ids) and returns its event stream."""
         req = new_options(S.Request)
@@ -212,6 +213,8 @@ class Engine:
             js = json_schema.encode("utf-8")
             req.json_schema = js
             keep.append(js)
+        if reply is not None:  # a kestrel_reply_parser: marker tokens shown, a forced call's grammar
+            req.reply = reply
         req.on_token = _ON_TOKEN
         req.on_done = _ON_DONE
         key = next(_keys)

@@ -92,6 +92,10 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "kestrel_chat_options_init": (None, [_P(S.ChatOptions)]),
     "kestrel_chat_format": (S.c_enum, [_model, c_char_p, _P(S.ChatOptions), _P(c_char), c_size_t, _P(c_size_t)]),
     "kestrel_chat_tokenize": (S.c_enum, [_model, _P(c_char), c_size_t, _tok_p, c_size_t, _P(c_size_t)]),
+    "kestrel_reply_parser_new": (S.c_enum, [_model, _P(S.ChatOptions), c_char_p, c_char_p, c_uint32, _P(c_void_p)]),
+    "kestrel_reply_parser_grammar": (S.c_enum, [c_void_p, _P(c_char), c_size_t, _P(c_size_t)]),
+    "kestrel_reply_parser_push": (S.c_enum, [c_void_p, _P(c_char), c_size_t, c_bool, _P(c_char), c_size_t, _P(c_size_t)]),
+    "kestrel_reply_parser_free": (None, [c_void_p]),
     # context
     "kestrel_context_options_init": (None, [_P(S.ContextOptions)]),
     "kestrel_context_new": (S.c_enum, [_model, _P(S.ContextOptions), _P(c_void_p)]),

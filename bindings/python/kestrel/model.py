@@ -15,6 +15,7 @@ from ._lib import lib, new_options
 from .context import Context
 from .detokenizer import Detokenizer
 from .errors import KestrelError, check, read_bytes, read_text
+from .reply import ChatReply, ReplyParser, reply_of
 from .sampler import sampler_options
 
 Prompt = Union[str, Sequence[int]]
@@ -264,6 +265,7 @@ class Model:
         parse_special: bool = False,
         grammar: Optional[str] = None,
         json_schema: Union[str, dict[str, Any], bool, None] = None,
+        reply: Optional[int] = None,
         **sampling: Any,
     ) -> RequestStream:
         tokens = self.tokenize(prompt, add_special, parse_special) if isinstance(prompt, str) else list(prompt)
@@ -280,6 +282,7 @@ class Model:
             stop_at_eog=stop_at_eog,
             grammar=grammar,
             json_schema=schema,
+            reply=reply,
         )
 
     def submit(self, prompt: Prompt, max_tokens: int = 128, **options: Any) -> RequestStream:
@@ -330,16 +333,36 @@ class Model:
         *,
         template: Optional[str] = None,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tool_choice: Union[str, Mapping[str, Any]] = "auto",
+        parallel_tool_calls: bool = True,
         chat_context: Optional[Mapping[str, Any]] = None,
         **options: Any,
-    ) -> str:
+    ) -> Union[str, ChatReply]:
         """The assistant's reply to ``messages``, rendered with the chat template.
 
         ``template``/``tools``/``chat_context`` (extra template variables) go to
         ``chat_template``; the other options are those of ``generate``.
+
+        With ``tools`` (OpenAI's tool list) the reply is a ``ChatReply``: ``content``,
+        ``reasoning`` and ``tool_calls`` (each with ``id``, ``name`` and parsed ``arguments``)
+        as the template's family writes them (docs/TOOLS.md), and ``finish_reason``.
+        ``tool_choice`` "required" or ``{"type": "function", "function": {"name": ...}}``
+        forces a call (a grammar from the tools' schemas), "none" leaves calls unparsed.
         """
-        ids = self._chat_prompt(messages, template, tools, chat_context or {})
-        return self.generate(ids, max_tokens, **options)
+        if tools is None:
+            ids = self._chat_prompt(messages, template, tools, chat_context or {})
+            return self.generate(ids, max_tokens, **options)
+        prompt = self.chat_template(messages, True, template=template, tools=tools, **(chat_context or {}))
+        ids = self.chat_tokenize(prompt)
+        with self._use() as ptr, ReplyParser(ptr, prompt, tools, tool_choice, parallel_tool_calls, template=template) as rp:
+            req = self._submit(ids, max_tokens, reply=rp.ptr, **options)
+            try:
+                text = "".join(req)
+            finally:
+                req.cancel()
+            delta = rp.push(text, final=True)
+        finish = req.result.finish.name.lower() if req.result is not None else "stop"
+        return reply_of(delta, finish)
 
     def chat_stream(
         self,

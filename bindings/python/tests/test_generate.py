@@ -261,6 +261,53 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class ToolCallTest(unittest.TestCase):
+    TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "days": {"type": "integer"}},
+        "required": ["city", "days"]}}}]
+
+    def template(self) -> str:  # short (the stories model holds 512 tokens); the default family: Hermes
+        return "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}<tool_call> for tools\nassistant: "
+
+    def test_tools_return_parsed_calls(self) -> None:
+        m = shared_stories()
+        msgs = [{"role": "user", "content": "Weather in Paris?"}]
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            with self.subTest(tool_choice=choice):
+                r = m.chat(msgs, 300, template=self.template(), tools=self.TOOLS, tool_choice=choice, temperature=1.0,
+                           seed=3)
+                self.assertIsInstance(r, kestrel.ChatReply)
+                self.assertEqual(r.finish_reason, "tool_calls")
+                self.assertGreaterEqual(len(r.tool_calls), 1)
+                for c in r.tool_calls:
+                    self.assertEqual(c.name, "get_weather")
+                    self.assertTrue(c.id.startswith("call_"))
+                    self.assertIsInstance(c.arguments["city"], str)
+                    self.assertLessEqual(len(c.arguments["city"]), 10)
+                    self.assertIsInstance(c.arguments["days"], int)
+        r = m.chat(msgs, 8, template=self.template(), tools=self.TOOLS, temperature=0)  # auto: prose
+        self.assertIsInstance(r.content, str)
+        self.assertEqual(r.tool_calls, [])
+        with self.assertRaises(kestrel.KestrelError):
+            m.chat(msgs, 8, template=self.template(), tools=self.TOOLS, tool_choice="nope")
+
+    def test_reply_parser_streams_deltas(self) -> None:
+        m = shared_stories()
+        text = '<think>hmm</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}</tool_call>'
+        with m._use() as ptr, kestrel.ReplyParser(ptr, "", self.TOOLS, template="<think>{{ messages }}<tool_call>") as p:
+            merged: dict = {"content": "", "reasoning_content": "", "tool_calls": []}
+            for i in range(0, len(text), 3):
+                d = p.push(text[i:i + 3])
+                merged["content"] += d.get("content", "")
+                merged["reasoning_content"] += d.get("reasoning_content", "")
+                merged["tool_calls"] += d.get("tool_calls", [])
+            merged["tool_calls"] += p.push("", final=True).get("tool_calls", [])
+        self.assertEqual(merged["reasoning_content"], "hmm")
+        self.assertEqual(merged["content"], "Sure.")
+        self.assertEqual(len(merged["tool_calls"]), 1)
+        self.assertEqual(merged["tool_calls"][0]["function"]["arguments"], '{"city":"Oslo","days":2}')
+
+
 class StructuredOutputTest(unittest.TestCase):
     SCHEMA = {
         "type": "object",
