@@ -11,13 +11,13 @@ using kestrel::api::guard;
 extern "C" {
 
 kestrel_status kestrel_embed(kestrel_context* ctx, const kestrel_token* tokens, const int32_t* lengths, int32_t n_inputs,
-                             kestrel_pooling pooling, bool normalize, float* out, size_t cap, size_t* n_out) {
+                             int32_t pooling, bool normalize, float* out, size_t cap, size_t* n_out) {
   return guard("kestrel_embed", [&]() -> kestrel_status {
     const char* fn = "kestrel_embed";
     KS_API_CHECK_ARG(ctx && tokens && lengths && n_out, fn, "ctx, tokens, lengths and n_out must not be NULL");
     KS_API_CHECK_ARG(n_inputs > 0, fn, "n_inputs must be positive");
     KS_API_CHECK_ARG(pooling >= KESTREL_POOLING_MODEL && pooling <= KESTREL_POOLING_LAST, fn,
-                     "pooling " + std::to_string(static_cast<int>(pooling)) + " is not a kestrel_pooling");
+                     "pooling " + std::to_string(pooling) + " is not a kestrel_pooling");
     const kestrel::Status b = kestrel::api::check_buffer(fn, out, cap);
     if (!b.ok()) return fail(b);
     std::vector<std::span<const int32_t>> inputs;

@@ -310,11 +310,11 @@ KESTREL_API kestrel_status kestrel_generate(kestrel_context *ctx, const char *pr
 /* ---- embeddings (API 7) ------------------------------------------------------------------ */
 /* n_inputs token lists (concatenated in tokens, lengths[i] each) -> out: n_inputs rows of n_embd floats (*n_out
  * floats, written or needed): the states after the output norm, pooled (MODEL: the GGUF's {arch}.pooling_type,
- * else LAST) and with normalize of unit length. Uses ctx's KV cache (cleared), inputs batched into its sequences. */
+ * else LAST; an int32_t) and with normalize of unit length. Uses ctx's KV cache (cleared), inputs in its sequences. */
 typedef enum kestrel_pooling {
   KESTREL_POOLING_MODEL, KESTREL_POOLING_MEAN, KESTREL_POOLING_CLS, KESTREL_POOLING_LAST } kestrel_pooling;
 KESTREL_API kestrel_status kestrel_embed(kestrel_context *ctx, const kestrel_token *tokens, const int32_t *lengths,
-                                         int32_t n_inputs, kestrel_pooling pooling, bool normalize, float *out,
+                                         int32_t n_inputs, int32_t pooling, bool normalize, float *out,
                                          size_t cap, size_t *n_out);
 
 /* ---- engine: many requests, continuous batching ------------------------------------------ */

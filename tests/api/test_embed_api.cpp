@@ -64,7 +64,7 @@ TEST_CASE("kestrel_embed: pooling, batching, normalization, sizes") {
         KESTREL_ERR_INVALID_ARGUMENT);
   CHECK(kestrel_embed(ctx, tokens.data(), lengths.data(), 0, KESTREL_POOLING_MEAN, true, all.data(), all.size(), &n_out) ==
         KESTREL_ERR_INVALID_ARGUMENT);
-  CHECK(kestrel_embed(ctx, tokens.data(), lengths.data(), 1, static_cast<kestrel_pooling>(7), true, all.data(), all.size(),
+  CHECK(kestrel_embed(ctx, tokens.data(), lengths.data(), 1, 7, true, all.data(), all.size(),
                       &n_out) == KESTREL_ERR_INVALID_ARGUMENT);
   const kestrel_token bad[2] = {1, 99999};
   const int32_t two = 2;

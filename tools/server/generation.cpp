@@ -92,7 +92,8 @@ std::optional<ApiError> render_chat(const kestrel_model* model, const GenRequest
   return library_error(400, "messages");
 }
 
-// The reply's splitter, and the grammar tool_choice "required" or a named function needs.
+// A splitter per choice: each parses its own reply; the engine takes each parser's marker
+// tokens and, when a tool call is forced, its grammar (kestrel_request.reply).
 std::optional<ApiError> make_splitter(const kestrel_model* model, const std::string& prompt, PreparedRequest* out) {
   GenRequest& req = out->req;
   kestrel_chat_options co;
@@ -104,9 +105,7 @@ std::optional<ApiError> make_splitter(const kestrel_model* model, const std::str
   const kestrel_status st = kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p);
   if (st != KESTREL_OK)
     return library_error(400, std::string(kestrel_last_error()).find("tool_choice") != std::string::npos ? "tool_choice" : "tools");
-  // (The engine takes the parser's marker tokens and its grammar, if a tool call is forced.)
   out->splitters.push_back(std::make_shared<ReplySplitter>(p));
-  // A splitter per further choice (each reply parses on its own).
   for (int i = 1; i < req.params.n; ++i) {
     if (kestrel_reply_parser_new(model, &co, prompt.c_str(), req.tool_choice.c_str(), flags, &p) != KESTREL_OK)
       return library_error(500, "");

@@ -133,7 +133,7 @@ extern "C" {
         tokens: *const kestrel_token,
         lengths: *const i32,
         n_inputs: i32,
-        pooling: kestrel_pooling,
+        pooling: i32, // a kestrel_pooling
         normalize: bool,
         out: *mut f32,
         cap: usize,
