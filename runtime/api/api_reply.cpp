@@ -135,4 +135,12 @@ kestrel_status kestrel_reply_parser_push(kestrel_reply_parser* p, const char* te
 
 void kestrel_reply_parser_free(kestrel_reply_parser* p) { delete p; }
 
+kestrel_status kestrel_reply_parser_show_markers(const kestrel_reply_parser* p, kestrel_detokenizer* d) {
+  return guard("kestrel_reply_parser_show_markers", [&]() -> kestrel_status {
+    KS_API_CHECK_ARG(p && d, "kestrel_reply_parser_show_markers", "parser and detokenizer must not be NULL");
+    d->detok->render_also(kestrel::chat_marker_tokens(p->syntax, d->detok->tokenizer()));
+    return KESTREL_OK;
+  });
+}
+
 }  // extern "C"

@@ -3,6 +3,8 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "chat/chat_syntax.h"
+#include "sampling/grammar_matcher.h"
 #include "sampling/logprobs.h"
 
 using kestrel::api::fail;
@@ -106,6 +108,26 @@ void kestrel_sampler_accept(kestrel_sampler* s, kestrel_token token) {
 
 void kestrel_sampler_reset(kestrel_sampler* s) {
   if (s) s->sampler->reset();
+}
+
+kestrel_status kestrel_sampler_set_grammar(kestrel_sampler* s, const kestrel_model* model, const char* grammar,
+                                           const char* json_schema, const kestrel_reply_parser* reply) {
+  return guard("kestrel_sampler_set_grammar", [&]() -> kestrel_status {
+    const char* fn = "kestrel_sampler_set_grammar";
+    KS_API_CHECK_ARG(s && model, fn, "sampler and model must not be NULL");
+    const kestrel::Tokenizer& tok = model->model->tokenizer();
+    std::shared_ptr<kestrel::GrammarMatcher> m;
+    const kestrel::Status st = kestrel::api::to_grammar(fn, grammar, json_schema, tok, &m);
+    if (!st.ok()) return fail(st);
+    if (reply && !reply->grammar.empty()) {  // as kestrel_submit: a forced tool call, its markers allowed
+      KS_API_CHECK_ARG(!m, fn, "reply forces a tool call: grammar and json_schema must be NULL");
+      auto r = kestrel::make_grammar_matcher(reply->grammar, tok, kestrel::chat_marker_tokens(reply->syntax, tok));
+      if (!r.ok()) return fail(r.status());
+      m = std::move(r.value());
+    }
+    s->sampler->set_grammar(std::move(m));
+    return KESTREL_OK;
+  });
 }
 
 }  // extern "C"

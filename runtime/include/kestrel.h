@@ -1,7 +1,5 @@
 /*
- * kestrel.h — the C API of Kestrel, an embeddable LLM inference runtime.
- *
- * Usage: docs/API.md (load a model, make a context, generate; an engine for many requests).
+ * kestrel.h — the C API of Kestrel, an embeddable LLM inference runtime. Usage: docs/API.md.
  *
  * Contract:
  * - Every function that can fail returns a kestrel_status; on failure a message naming the
@@ -106,13 +104,12 @@ KESTREL_API bool kestrel_model_token_is_eog(const kestrel_model *model, kestrel_
 
 /* ---- tokenizer --------------------------------------------------------------------------- */
 /* add_special: add BOS/EOS as the vocabulary asks. parse_special: match control-token text. */
-KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const char *text,
-                                            size_t text_len, bool add_special, bool parse_special,
-                                            kestrel_token *tokens, size_t cap, size_t *n_tokens);
+KESTREL_API kestrel_status kestrel_tokenize(const kestrel_model *model, const char *text, size_t text_len,
+                                            bool add_special, bool parse_special, kestrel_token *tokens, size_t cap,
+                                            size_t *n_tokens);
 /* Whole-sequence detokenization (special tokens rendered if render_special). */
-KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens,
-                                              size_t n_tokens, bool render_special, char *buf,
-                                              size_t cap, size_t *len);
+KESTREL_API kestrel_status kestrel_detokenize(const kestrel_model *model, const kestrel_token *tokens, size_t n_tokens,
+                                              bool render_special, char *buf, size_t cap, size_t *len);
 /* A token's raw bytes (byte tokens: their byte, "▁": a space, control tokens: "" unless render_special). */
 KESTREL_API kestrel_status kestrel_token_to_piece(const kestrel_model *model, kestrel_token token,
                                                   bool render_special, char *buf, size_t cap, size_t *len);
@@ -168,6 +165,8 @@ KESTREL_API kestrel_status kestrel_reply_parser_grammar(const kestrel_reply_pars
 KESTREL_API kestrel_status kestrel_reply_parser_push(kestrel_reply_parser *p, const char *text, size_t text_len,
                                                      bool final, char *buf, size_t cap, size_t *len);
 KESTREL_API void kestrel_reply_parser_free(kestrel_reply_parser *p);
+/* A hand-written decode loop's detok shows p's family's marker tokens, as a request carrying p does. */
+KESTREL_API kestrel_status kestrel_reply_parser_show_markers(const kestrel_reply_parser *p, kestrel_detokenizer *d);
 
 /* ---- context ----------------------------------------------------------------------------- */
 /* The KV cache's element type (API 5). F8_E4M3: one E4M3 byte, no scale, saturating at +-448. */
@@ -188,13 +187,11 @@ KESTREL_API void kestrel_context_free(kestrel_context *ctx);
 KESTREL_API uint32_t kestrel_context_n_ctx(const kestrel_context *ctx);
 /* The backend the context runs on ("cpu", "cuda", "ref"); valid while ctx lives. */
 KESTREL_API const char *kestrel_context_backend(const kestrel_context *ctx);
-/* Per-op profiling: while on, decode runs one op at a time and records, per op kind, calls,
- * seconds, bytes read (weights, KV cache) and FLOPs. kestrel_context_profile writes them as a JSON
- * array, slowest first ({"op","calls","seconds","bytes","flops"}); reset starts the totals over
- * once they were written (not on KESTREL_ERR_BUFFER_TOO_SMALL or a sizing call). */
+/* Per-op profiling: while on, decode runs one op at a time and records, per op kind, calls, seconds, bytes read
+ * (weights, KV cache) and FLOPs. kestrel_context_profile writes them as a JSON array, slowest first ({"op", "calls",
+ * "seconds", "bytes", "flops"}); reset starts the totals over once written (not on BUFFER_TOO_SMALL or sizing). */
 KESTREL_API kestrel_status kestrel_context_set_profiling(kestrel_context *ctx, bool on);
-KESTREL_API kestrel_status kestrel_context_profile(kestrel_context *ctx, bool reset, char *buf, size_t cap,
-                                                   size_t *len);
+KESTREL_API kestrel_status kestrel_context_profile(kestrel_context *ctx, bool reset, char *buf, size_t cap, size_t *n);
 
 /* A batch of tokens, possibly of several sequences. Arrays are owned by the caller. */
 typedef struct kestrel_batch {
@@ -207,8 +204,7 @@ typedef struct kestrel_batch {
 
 /* Runs the model over the batch, appending to the KV cache. */
 KESTREL_API kestrel_status kestrel_decode(kestrel_context *ctx, const kestrel_batch *batch);
-/* Logits of batch row i of the last decode (i < 0 counts from the end). The pointer stays valid
- * until the next decode on ctx. */
+/* Logits of batch row i of the last decode (i < 0 counts from the end); valid until the next decode on ctx. */
 KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, const float **logits, int32_t *n_vocab);
 
 /* KV cache sequence operations. p1 < 0 means "to the end". */
@@ -245,6 +241,11 @@ KESTREL_API kestrel_status kestrel_sampler_sample(kestrel_sampler *sampler, cons
 /* Records a token (e.g. of the prompt) for the penalties without sampling. */
 KESTREL_API void kestrel_sampler_accept(kestrel_sampler *sampler, kestrel_token token);
 KESTREL_API void kestrel_sampler_reset(kestrel_sampler *sampler);
+/* API 7, a hand-written loop's constrained decoding: from the next sample on, only text a GBNF grammar or JSON Schema
+ * allows (as kestrel_generate_options'), or reply's grammar and markers; all NULL: none. reset keeps its state. */
+KESTREL_API kestrel_status kestrel_sampler_set_grammar(kestrel_sampler *sampler, const kestrel_model *model,
+                                                       const char *grammar, const char *json_schema,
+                                                       const kestrel_reply_parser *reply);
 /* API 7: log-probabilities (log-softmax) of a logits row, e.g. kestrel_request.on_logits': *token_logprob for
  * token (-1: none), the k most likely into top (k <= 0 or top NULL: none), most likely first, ties by id. */
 typedef struct kestrel_token_logprob { kestrel_token token; float logprob; } kestrel_token_logprob;
@@ -252,9 +253,8 @@ KESTREL_API kestrel_status kestrel_logprobs(const float *logits, int32_t n_vocab
                                             float *token_logprob, kestrel_token_logprob *top, int32_t k);
 
 /* ---- speculative decoding ---------------------------------------------------------------- */
-/* A drafter proposes tokens, the model scores them all in one pass and keeps what it would have
- * sampled: the same output as without under greedy sampling, the same distribution otherwise
- * (rejection sampling), and often several tokens per pass. */
+/* A drafter proposes tokens, the model scores them all in one pass and keeps what it would have sampled: the same
+ * output as without under greedy sampling, the same distribution otherwise (rejection), often several per pass. */
 typedef enum kestrel_spec_mode {
   KESTREL_SPEC_NONE = 0,  /* one token per pass (default) */
   KESTREL_SPEC_DRAFT = 1, /* a smaller model with the same vocabulary drafts */

@@ -27,10 +27,12 @@ struct ModelDeleter { void operator()(kestrel_model* m) const { kestrel_model_fr
 struct ContextDeleter { void operator()(kestrel_context* c) const { kestrel_context_free(c); } };
 struct SamplerDeleter { void operator()(kestrel_sampler* s) const { kestrel_sampler_free(s); } };
 struct DetokenizerDeleter { void operator()(kestrel_detokenizer* d) const { kestrel_detokenizer_free(d); } };
+struct ReplyParserDeleter { void operator()(kestrel_reply_parser* p) const { kestrel_reply_parser_free(p); } };
 using ModelPtr = std::unique_ptr<kestrel_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<kestrel_context, ContextDeleter>;
 using SamplerPtr = std::unique_ptr<kestrel_sampler, SamplerDeleter>;
 using DetokenizerPtr = std::unique_ptr<kestrel_detokenizer, DetokenizerDeleter>;
+using ReplyParserPtr = std::unique_ptr<kestrel_reply_parser, ReplyParserDeleter>;
 
 inline ModelPtr load_model(const std::string& path, const kestrel_model_options* opts = nullptr) {
   kestrel_model* m = nullptr;

@@ -839,6 +839,41 @@ void sampler_cases(std::vector<Case>& cs) {
                   kestrel_sampler_reset(nullptr);
                   return OK;
                 }});
+  const std::string GR = "kestrel_sampler_set_grammar";
+  cs.push_back({GR, "NULL sampler", INVALID, [](Env& e) {
+                  return kestrel_sampler_set_grammar(nullptr, e.model, "root ::= \"a\"", nullptr, nullptr);
+                }});
+  cs.push_back({GR, "NULL model", INVALID, [](Env& e) {
+                  return kestrel_sampler_set_grammar(e.sampler(), nullptr, "root ::= \"a\"", nullptr, nullptr);
+                }});
+  cs.push_back({GR, "grammar and json_schema both", INVALID, [](Env& e) {
+                  return kestrel_sampler_set_grammar(e.sampler(), e.model, "root ::= \"a\"", "{}", nullptr);
+                }});
+  cs.push_back({GR, "a grammar that does not parse", INVALID, [](Env& e) {
+                  return kestrel_sampler_set_grammar(e.sampler(), e.model, "root ::= (", nullptr, nullptr);
+                }});
+  cs.push_back({GR, "a schema keyword it cannot enforce", KESTREL_ERR_UNSUPPORTED, [](Env& e) {
+                  return kestrel_sampler_set_grammar(e.sampler(), e.model, nullptr, R"({"type": "string", "pattern": "a+"})",
+                                                     nullptr);
+                }});
+  cs.push_back({GR, "a grammar and a reply that forces a call", INVALID, [](Env& e) {
+                  return kestrel_sampler_set_grammar(e.sampler(), e.model, "root ::= \"a\"", nullptr,
+                                                     reply_parser(e, "required"));
+                }});
+  cs.push_back({GR, "then removed: sampling is free again", OK, [](Env& e) {
+                  if (kestrel_sampler_set_grammar(e.sampler(), e.model, "root ::= \"zzz\"", nullptr, nullptr) != OK)
+                    return kWrong;
+                  return kestrel_sampler_set_grammar(e.sampler(), e.model, nullptr, nullptr, reply_parser(e));
+                }});
+  cs.push_back({"kestrel_reply_parser_show_markers", "NULL parser", INVALID, [](Env& e) {
+                  return kestrel_reply_parser_show_markers(nullptr, e.detok());
+                }});
+  cs.push_back({"kestrel_reply_parser_show_markers", "NULL detokenizer", INVALID, [](Env& e) {
+                  return kestrel_reply_parser_show_markers(reply_parser(e), nullptr);
+                }});
+  cs.push_back({"kestrel_reply_parser_show_markers", "a parser and a detokenizer", OK, [](Env& e) {
+                  return kestrel_reply_parser_show_markers(reply_parser(e), e.detok());
+                }});
   cs.push_back({"kestrel_spec_options_init", "NULL", OK, [](Env&) {
                   kestrel_spec_options_init(nullptr);
                   return OK;

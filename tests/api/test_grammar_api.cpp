@@ -178,3 +178,106 @@ TEST_CASE("kestrel_generate: bad grammars and schemas fail the call by name") {
   CHECK(std::string(kestrel_last_error()).find("both set") != std::string::npos);
   CHECK(o.text.empty());
 }
+
+namespace {
+// A hand-written decode loop (as `kestrel chat` runs): decode, sample under the sampler's grammar,
+// detokenize; stops at end-of-generation or after max tokens. Returns the text.
+std::string loop(Stories& s, kestrel_sampler* sampler, kestrel_detokenizer* d, const std::string& prompt, int max) {
+  std::vector<kestrel_token> toks(prompt.size() + 8);
+  size_t n = 0;
+  REQUIRE(kestrel_tokenize(s.model, prompt.data(), prompt.size(), true, true, toks.data(), toks.size(), &n) == KESTREL_OK);
+  toks.resize(n);
+  kestrel_kv_clear(s.ctx);
+  std::string text;
+  char buf[256];
+  size_t len = 0;
+  for (int i = 0; i < max; ++i) {
+    kestrel_batch b{};
+    b.n_tokens = static_cast<int32_t>(toks.size());
+    b.tokens = toks.data();
+    REQUIRE(kestrel_decode(s.ctx, &b) == KESTREL_OK);
+    const float* logits = nullptr;
+    int32_t n_vocab = 0;
+    REQUIRE(kestrel_get_logits(s.ctx, -1, &logits, &n_vocab) == KESTREL_OK);
+    kestrel_token t = -1;
+    REQUIRE_MESSAGE(kestrel_sampler_sample(sampler, logits, n_vocab, &t) == KESTREL_OK, kestrel_last_error());
+    if (kestrel_model_token_is_eog(s.model, t)) break;
+    REQUIRE(kestrel_detokenizer_push(d, t, buf, sizeof buf, &len) == KESTREL_OK);
+    text.append(buf, len);
+    toks.assign(1, t);
+  }
+  REQUIRE(kestrel_detokenizer_flush(d, buf, sizeof buf, &len) == KESTREL_OK);
+  return text + std::string(buf, len);
+}
+}  // namespace
+
+TEST_CASE("a hand-written loop: kestrel_sampler_set_grammar keeps the sampler to a schema, then lets go") {
+  Stories s;
+  if (!s.model) return;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    kestrel_sampler_options so;
+    kestrel_sampler_options_init(&so);
+    so.temperature = 1.0f;
+    so.seed = seed;
+    kestrel_sampler* sampler = nullptr;
+    REQUIRE(kestrel_sampler_new(&so, &sampler) == KESTREL_OK);
+    kestrel_detokenizer* d = nullptr;
+    REQUIRE(kestrel_detokenizer_new(s.model, false, &d) == KESTREL_OK);
+    REQUIRE_MESSAGE(kestrel_sampler_set_grammar(sampler, s.model, nullptr, kSchema, nullptr) == KESTREL_OK,
+                    kestrel_last_error());
+    check_valid(loop(s, sampler, d, "Once upon a time", 200));
+    // Removed: the same sampler samples freely (the stories model writes prose, not JSON).
+    REQUIRE(kestrel_sampler_set_grammar(sampler, s.model, nullptr, nullptr, nullptr) == KESTREL_OK);
+    const std::string free_text = loop(s, sampler, d, "Once upon a time", 24);
+    CHECK_FALSE(nlohmann::json::accept(free_text));
+    kestrel_detokenizer_free(d);
+    kestrel_sampler_free(sampler);
+  }
+}
+
+TEST_CASE("a hand-written loop with a reply parser forcing a call: the text parses into a valid tool call") {
+  Stories s;
+  if (!s.model) return;
+  const char* tmpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                     "{% if tools %}<tools>{{ tools | tojson }}</tools>{% endif %}"
+                     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const char* tools = R"([{"type": "function", "function": {"name": "count_sheep", "parameters": {"type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 1}, "color": {"enum": ["white", "black"]}},
+    "required": ["n", "color"]}}}])";
+  kestrel_chat_options co;
+  kestrel_chat_options_init(&co);
+  co.template_source = tmpl;
+  co.tools_json = tools;
+  const std::string prompt = "<|im_start|>user\nHow many sheep?<|im_end|>\n<|im_start|>assistant\n";
+  for (const char* choice : {"required", "count_sheep"}) {
+    CAPTURE(choice);
+    kestrel_reply_parser* p = nullptr;
+    REQUIRE(kestrel_reply_parser_new(s.model, &co, prompt.c_str(), choice, 0, &p) == KESTREL_OK);
+    kestrel_sampler_options so;
+    kestrel_sampler_options_init(&so);
+    so.temperature = 1.0f;
+    so.seed = 7;
+    kestrel_sampler* sampler = nullptr;
+    REQUIRE(kestrel_sampler_new(&so, &sampler) == KESTREL_OK);
+    kestrel_detokenizer* d = nullptr;
+    REQUIRE(kestrel_detokenizer_new(s.model, false, &d) == KESTREL_OK);
+    REQUIRE(kestrel_reply_parser_show_markers(p, d) == KESTREL_OK);
+    REQUIRE_MESSAGE(kestrel_sampler_set_grammar(sampler, s.model, nullptr, nullptr, p) == KESTREL_OK, kestrel_last_error());
+    const std::string text = loop(s, sampler, d, prompt, 300);
+    CAPTURE(text);
+    char buf[4096];
+    size_t len = 0;
+    REQUIRE(kestrel_reply_parser_push(p, text.data(), text.size(), true, buf, sizeof buf, &len) == KESTREL_OK);
+    const nlohmann::json delta = nlohmann::json::parse(std::string(buf, len));
+    REQUIRE(delta.contains("tool_calls"));
+    REQUIRE(delta["tool_calls"].size() == 1);
+    CHECK(delta["tool_calls"][0]["function"]["name"] == "count_sheep");
+    const auto args = nlohmann::json::parse(delta["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    CHECK((args["n"].is_number_integer() && args["n"].get<int64_t>() >= 1));
+    CHECK((args["color"] == "white" || args["color"] == "black"));
+    kestrel_detokenizer_free(d);
+    kestrel_sampler_free(sampler);
+    kestrel_reply_parser_free(p);
+  }
+}

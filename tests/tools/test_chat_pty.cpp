@@ -1,6 +1,6 @@
 // `kestrel chat` driven through a pseudo-terminal as a person would: two turns (the second
 // reusing the KV cache), /reset, Ctrl-C during a reply, Ctrl-C at the prompt, /exit; and the same
-// over a pipe (stdin not a TTY).
+// over a pipe (stdin not a TTY); tools over a pipe (forced calls valid under the schema, /tool).
 #include <doctest/doctest.h>
 
 #include <poll.h>
@@ -11,6 +11,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <vector>
@@ -207,4 +210,50 @@ TEST_CASE("kestrel chat survives invalid UTF-8 in a message (bytes become U+FFFD
   const std::string out =
       chat_over_pipe(model, "bad \\276\\377 bytes\\nagain\\n/exit\\n", "--temp 0 -n 4 --stats", &turns);
   CHECK_MESSAGE(turns.size() == 2, out);
+}
+
+TEST_CASE("kestrel chat with tools: a forced choice gives calls valid under the schema; /tool answers them") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  const std::string tmpl_json = testdata_file("chat_templates/Qwen-Qwen2.5-7B-Instruct.json");
+  if (model.empty() || tmpl_json.empty()) return;
+  char dir_tmpl[] = "/tmp/kestrel-chat-tools-XXXXXX";
+  REQUIRE(mkdtemp(dir_tmpl) != nullptr);
+  const std::string dir = dir_tmpl;
+  const std::string tmpl = dir + "/qwen.jinja", tools = dir + "/tools.json";
+  {
+    std::ifstream in(tmpl_json);
+    std::ofstream(tmpl) << nlohmann::json::parse(in)["template"].get<std::string>();
+    std::ofstream(tools) << R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 20}, "days": {"type": "integer", "minimum": 1}},
+      "required": ["city", "days"]}}}])";
+  }
+  for (const char* choice : {"required", "get_weather"}) {
+    CAPTURE(choice);
+    std::vector<Stats> turns;
+    const std::string out = chat_over_pipe(
+        model, "Weather in Paris?\\n/tool sunny\\n/tool rainy\\n/tool windy\\n/tool cold\\n/exit\\n",
+        "--temp 1 --seed 3 -n 400 -c 2048 --stats --chat-template " + tmpl + " --tools " + tools +
+            " --tool-choice " + choice, &turns);
+    CAPTURE(out);
+    const std::regex call(R"(\[tool call (call_\w{24})\] get_weather (.*)\n)");
+    int n_calls = 0;
+    for (std::sregex_iterator it(out.begin(), out.end(), call), end; it != end; ++it) {
+      ++n_calls;
+      const auto args = nlohmann::json::parse((*it)[2].str());
+      REQUIRE(args["city"].is_string());
+      CHECK(args["city"].get<std::string>().size() <= 20 * 4);
+      CHECK((args["days"].is_number_integer() && args["days"].get<int64_t>() >= 1));
+      CHECK(args.size() == 2);
+    }
+    CHECK(n_calls >= 1);
+    // The calls were answered one by one and the model replied to the results (a second turn).
+    REQUIRE(turns.size() == 2);
+    CHECK(turns[1].prompt > turns[0].prompt + turns[0].generated / 2);
+    CHECK(turns[1].cached >= turns[0].prompt - 1);
+  }
+  // Misuse is a clear error, not a crash.
+  std::vector<Stats> none;
+  const std::string bad = chat_over_pipe(model, "/tool x\\n/exit\\n", "--tools " + tools, &none);
+  CHECK(bad.find("no tool call is waiting") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }

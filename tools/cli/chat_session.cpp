@@ -9,21 +9,49 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Adds text to a reply parser and returns what changed ({"content", "reasoning_content", "tool_calls"}).
+nlohmann::ordered_json push(kestrel_reply_parser* p, std::string_view text, bool final) {
+  std::string buf(4096 + 2 * text.size(), '\0');
+  size_t len = 0;
+  kestrel_status st = kestrel_reply_parser_push(p, text.data(), text.size(), final, buf.data(), buf.size(), &len);
+  if (st == KESTREL_ERR_BUFFER_TOO_SMALL) {  // the delta waits for a bigger buffer
+    buf.assign(len + 1, '\0');
+    st = kestrel_reply_parser_push(p, nullptr, 0, false, buf.data(), buf.size(), &len);
+  }
+  check(st);
+  return nlohmann::ordered_json::parse(buf.substr(0, len));
+}
+
 }  // namespace
 
 ChatSession::ChatSession(kestrel_model* model, kestrel_context* ctx, const kestrel_sampler_options& sampling,
-                         std::string template_source, int32_t max_reply_tokens)
+                         std::string template_source, int32_t max_reply_tokens, ChatTools tools)
     : model_(model),
       ctx_(ctx),
       sampler_(new_sampler(&sampling)),
       template_source_(std::move(template_source)),
-      max_reply_tokens_(max_reply_tokens) {}
+      max_reply_tokens_(max_reply_tokens),
+      tools_(std::move(tools)) {
+  if (!tools_.tools_json.empty()) make_parser("");  // bad tools, or a choice no grammar can force, fail now
+}
+
+ReplyParserPtr ChatSession::make_parser(const std::string& prompt) const {
+  kestrel_chat_options o;
+  kestrel_chat_options_init(&o);
+  o.template_source = template_source_.empty() ? nullptr : template_source_.c_str();
+  o.tools_json = tools_.tools_json.c_str();
+  kestrel_reply_parser* p = nullptr;
+  check(kestrel_reply_parser_new(model_, &o, prompt.c_str(), tools_.tool_choice.c_str(), KESTREL_REPLY_PARALLEL_TOOLS,
+                                 &p));
+  return ReplyParserPtr(p);
+}
 
 void ChatSession::set_system(std::string text) { system_ = std::move(text); }
 
 void ChatSession::reset() {
   messages_ = nlohmann::ordered_json::array();
   cached_.clear();
+  open_calls_ = nlohmann::ordered_json::array();
   kestrel_kv_clear(ctx_);
   kestrel_sampler_reset(sampler_.get());
 }
@@ -36,6 +64,7 @@ std::string ChatSession::render() const {
   kestrel_chat_options_init(&o);
   o.template_source = template_source_.empty() ? nullptr : template_source_.c_str();
   o.add_generation_prompt = true;
+  o.tools_json = tools_.tools_json.empty() ? nullptr : tools_.tools_json.c_str();
   // A reply (random or small models emit stray byte tokens) or a typed line may be invalid UTF-8:
   // JSON cannot carry that, so such bytes become U+FFFD in the re-rendered conversation.
   const std::string msgs = all.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -59,21 +88,44 @@ int32_t ChatSession::sync_cache(const std::vector<kestrel_token>& prompt) {
   return static_cast<int32_t>(common);
 }
 
-ChatTurnStats ChatSession::reply(const std::string& user, const std::function<void(std::string_view)>& on_text,
-                                 const std::atomic<bool>& stop) {
-  ChatTurnStats st;
+ChatTurnStats ChatSession::reply(const std::string& user, const ChatTextFn& on_text, const std::atomic<bool>& stop) {
   const size_t n_before = messages_.size();
   messages_.push_back({{"role", "user"}, {"content", user}});
+  open_calls_ = nlohmann::ordered_json::array();  // a new message leaves them unanswered
+  return respond(n_before, on_text, stop);
+}
+
+std::optional<ChatTurnStats> ChatSession::tool_result(const std::string& result, const ChatTextFn& on_text,
+                                                      const std::atomic<bool>& stop) {
+  if (open_calls_.empty()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "no tool call is waiting for a result");
+  const nlohmann::ordered_json call = open_calls_.front();
+  open_calls_.erase(open_calls_.begin());
+  const size_t n_before = messages_.size();
+  messages_.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"name", call["function"]["name"]},
+                       {"content", result}});
+  if (!open_calls_.empty()) return std::nullopt;
+  try {
+    return respond(n_before, on_text, stop);
+  } catch (...) {
+    open_calls_.insert(open_calls_.begin(), call);  // its result was dropped with the turn
+    throw;
+  }
+}
+
+ChatTurnStats ChatSession::respond(size_t n_before, const ChatTextFn& on_text, const std::atomic<bool>& stop) {
+  ChatTurnStats st;
   try {
     const int32_t n_ctx = static_cast<int32_t>(kestrel_context_n_ctx(ctx_));
     // Room for a reply: the token limit, or a quarter of the context when unlimited.
     const int32_t reserve = std::min(max_reply_tokens_ > 0 ? max_reply_tokens_ : n_ctx / 4, n_ctx / 2);
-    std::vector<kestrel_token> prompt = chat_tokenize(model_, render());
+    std::string rendered = render();
+    std::vector<kestrel_token> prompt = chat_tokenize(model_, rendered);
     // Leave out the oldest turns until the conversation fits (the new message always stays).
     while (static_cast<int32_t>(prompt.size()) + reserve > n_ctx && messages_.size() > 1) {
       messages_.erase(messages_.begin());
       ++st.dropped_messages;
-      prompt = chat_tokenize(model_, render());
+      rendered = render();
+      prompt = chat_tokenize(model_, rendered);
     }
     if (static_cast<int32_t>(prompt.size()) + 1 > n_ctx)
       throw Error(KESTREL_ERR_CONTEXT_FULL, "the message needs " + std::to_string(prompt.size()) +
@@ -95,10 +147,28 @@ ChatTurnStats ChatSession::reply(const std::string& user, const std::function<vo
     kestrel_detokenizer* d = nullptr;
     check(kestrel_detokenizer_new(model_, /*render_special=*/false, &d));
     DetokenizerPtr detok(d);
+    // With tools, the reply goes through its family's parser, whose grammar (a forced call) the
+    // sampler keeps to; without, the sampler is free (a grammar from an earlier turn is dropped).
+    ReplyParserPtr parser;
+    if (!tools_.tools_json.empty()) {
+      parser = make_parser(rendered);
+      check(kestrel_reply_parser_show_markers(parser.get(), detok.get()));
+    }
+    check(kestrel_sampler_set_grammar(sampler_.get(), model_, nullptr, nullptr, parser.get()));
     std::string text;
-    auto emit = [&](std::string_view s) {
-      text.append(s);
-      if (!s.empty()) on_text(s);
+    auto emit = [&](std::string_view s, bool final = false) {
+      if (!parser) {
+        text.append(s);
+        if (!s.empty()) on_text(s, false);
+        return;
+      }
+      const nlohmann::ordered_json delta = push(parser.get(), s, final);
+      if (delta.contains("reasoning_content")) on_text(delta["reasoning_content"].get<std::string>(), true);
+      if (delta.contains("content")) {
+        text += delta["content"].get<std::string>();
+        on_text(delta["content"].get<std::string>(), false);
+      }
+      for (const auto& c : delta.value("tool_calls", nlohmann::ordered_json::array())) st.tool_calls.push_back(c);
     };
     char buf[4096];
     size_t len = 0;
@@ -127,11 +197,22 @@ ChatTurnStats ChatSession::reply(const std::string& user, const std::function<vo
       cached_.push_back(t);
     }
     check(kestrel_detokenizer_flush(detok.get(), buf, sizeof buf, &len));
-    emit({buf, len});
+    emit({buf, len}, /*final=*/true);
     st.gen_s = seconds_since(t0);
-    messages_.push_back({{"role", "assistant"}, {"content", text}});
+    nlohmann::ordered_json msg = {{"role", "assistant"}, {"content", text}};
+    if (!st.tool_calls.empty()) {
+      // Templates iterate earlier calls' arguments as objects (OpenAI sends them as JSON text).
+      msg["tool_calls"] = st.tool_calls;
+      for (auto& c : msg["tool_calls"]) {
+        c.erase("index");
+        auto args = nlohmann::ordered_json::parse(c["function"]["arguments"].get<std::string>(), nullptr, false);
+        if (!args.is_discarded()) c["function"]["arguments"] = std::move(args);
+      }
+    }
+    messages_.push_back(std::move(msg));
+    open_calls_ = st.tool_calls;
   } catch (...) {
-    // Drop this turn's message; the cache is rebuilt from the conversation next turn.
+    // Drop this turn's messages; the cache is rebuilt from the conversation next turn.
     const size_t keep = n_before - static_cast<size_t>(st.dropped_messages);
     if (messages_.size() > keep) messages_.erase(messages_.begin() + static_cast<long>(keep), messages_.end());
     cached_.clear();

@@ -1,7 +1,8 @@
 // kestrel chat: interactive multi-turn chat in the terminal (or over a pipe, a line per message).
 // Replies stream as they are generated; each turn only the new tokens are processed (the KV
 // cache is kept between turns). Ctrl-C stops a reply; Ctrl-C at the prompt (or a second one while
-// the reply is stopping) exits.
+// the reply is stopping) exits. With --tools, replies are split into reasoning, content and tool
+// calls (docs/TOOLS.md); /tool answers a call.
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -78,13 +79,14 @@ std::optional<std::string> read_line() {
 const char* kHelp =
     "commands:\n"
     "  /reset   forget the conversation (the system message stays)\n"
+    "  /tool T  answer the oldest open tool call with T (the model replies once all are answered)\n"
     "  /exit    leave (also /quit, Ctrl-D, or Ctrl-C at the prompt)\n"
     "  /help    this text\n"
     "Ctrl-C during a reply stops it. End a line with \\ to continue the message on the next line.\n";
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(KESTREL_ERR_IO, "cannot open chat template '" + path + "'");
+  if (!f) throw Error(KESTREL_ERR_IO, std::string("cannot open ") + what + " '" + path + "'");
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -121,13 +123,19 @@ int cmd_chat(int argc, char** argv) {
   std::vector<std::string> opts = kModelOptions;
   opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
   opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict"});
+  opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict", "--tools", "--tool-choice"});
   Args a(argc, argv, opts, {"--stats"});
   a.required("--model");
   const kestrel_sampler_options so = sampler_options_from_args(a);
   const long long n_ctx_arg = a.integer("--ctx-size", 0);
   const int32_t max_reply = static_cast<int32_t>(a.integer("--n-predict", -1));
-  const std::string tmpl = a.has("--chat-template") ? read_file(a.str("--chat-template")) : "";
+  const std::string tmpl = a.has("--chat-template") ? read_file(a.str("--chat-template"), "chat template") : "";
+  ChatTools tools;
+  if (a.has("--tools")) tools.tools_json = read_file(a.str("--tools"), "tools file");
+  if (a.has("--tool-choice")) {
+    if (!a.has("--tools")) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "--tool-choice needs --tools");
+    tools.tool_choice = a.str("--tool-choice");
+  }
   const bool stats = a.has("--stats");
   const bool tty = isatty(STDIN_FILENO);
   const kestrel_kv_type kv_type = kv_type_from_args(a);
@@ -140,7 +148,7 @@ int cmd_chat(int argc, char** argv) {
   const long long n_train = nlohmann::json::parse(describe(model.get()))["hparams"]["n_ctx_train"].get<long long>();
   co.n_ctx = static_cast<uint32_t>(n_ctx_arg > 0 ? n_ctx_arg : std::min<long long>(n_train, 4096));
   ContextPtr ctx = new_context(model.get(), &co);
-  ChatSession chat(model.get(), ctx.get(), so, tmpl, max_reply);
+  ChatSession chat(model.get(), ctx.get(), so, tmpl, max_reply, tools);
   if (a.has("--system")) chat.set_system(a.str("--system"));
   std::fprintf(stderr, "kestrel chat: %s\n", load_summary(model.get(), ctx.get()).c_str());
   if (tty) std::fprintf(stderr, "type /help for commands\n");
@@ -174,13 +182,38 @@ int cmd_chat(int argc, char** argv) {
       std::printf("unknown command %s (try /help)\n", msg.c_str());
       continue;
     }
+    const bool is_tool = msg == "/tool" || msg.rfind("/tool ", 0) == 0;
+    if (is_tool && chat.open_tool_calls() == 0) {
+      std::puts("no tool call is waiting for a result");
+      continue;
+    }
     g_stop.store(false);
     g_generating.store(true);
+    // Reasoning shows between [thinking] and [/thinking] (dim on a terminal).
+    bool thinking = false;
+    auto show = [&](std::string_view t, bool reasoning) {
+      if (t.empty()) return;
+      if (reasoning != thinking) {
+        std::fputs(reasoning ? (tty ? "\x1b[2m[thinking] " : "[thinking] ") : (tty ? " [/thinking]\x1b[0m\n" : " [/thinking]\n"),
+                   stdout);
+        thinking = reasoning;
+      }
+      std::fwrite(t.data(), 1, t.size(), stdout), std::fflush(stdout);
+    };
     try {
-      const ChatTurnStats s = chat.reply(
-          msg, [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout), std::fflush(stdout); }, g_stop);
+      std::optional<ChatTurnStats> r =
+          is_tool ? chat.tool_result(msg.size() > 6 ? msg.substr(6) : "", show, g_stop) : chat.reply(msg, show, g_stop);
       g_generating.store(false);
+      if (!r) {
+        std::printf("[%zu more tool calls wait for /tool]\n", chat.open_tool_calls());
+        continue;
+      }
+      const ChatTurnStats& s = *r;
+      if (thinking) std::fputs(tty ? " [/thinking]\x1b[0m" : " [/thinking]", stdout);  // the reply ended thinking
       std::fputs("\n", stdout);
+      for (const auto& c : s.tool_calls)
+        std::printf("[tool call %s] %s %s\n", c["id"].get<std::string>().c_str(),
+                    c["function"]["name"].get<std::string>().c_str(), c["function"]["arguments"].get<std::string>().c_str());
       std::fflush(stdout);
       if (s.dropped_messages) std::fprintf(stderr, "[left out the %d oldest messages to fit the context]\n", s.dropped_messages);
       if (s.interrupted) std::fprintf(stderr, "[stopped]\n");

@@ -18,6 +18,7 @@ const char* kUsage =
     "  template  (-m MODEL | --template FILE) --messages FILE.json [--tools FILE.json]\n"
     "            [--add-generation-prompt] [--bos TEXT --eos TEXT]\n"
     "  chat      -m MODEL [--system TEXT] [--chat-template FILE] [-c CTX] [-n N] [--temp T] [-t THREADS]\n"
+    "            [--tools FILE.json [--tool-choice auto|none|required|NAME]]\n"
     "  bench     -m MODEL [-p 512[,128..]] [-n 128[,..]] [-t THREADS] [-r REPS] [--json] [--per-op]\n"
     "  quantize  IN.gguf OUT.gguf TYPE [-t THREADS]\n"
     "  serve     -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [-c CTX] [--alias NAME]\n"

@@ -98,6 +98,33 @@ extern "C" {
         n_tokens: *mut usize,
     ) -> kestrel_status;
 
+    // ---- chat replies (API 7) ----
+    pub fn kestrel_reply_parser_new(
+        model: *const kestrel_model,
+        chat: *const kestrel_chat_options,
+        prompt: *const c_char,
+        tool_choice: *const c_char,
+        flags: u32,
+        out: *mut *mut kestrel_reply_parser,
+    ) -> kestrel_status;
+    pub fn kestrel_reply_parser_grammar(
+        p: *const kestrel_reply_parser,
+        buf: *mut c_char,
+        cap: usize,
+        len: *mut usize,
+    ) -> kestrel_status;
+    pub fn kestrel_reply_parser_push(
+        p: *mut kestrel_reply_parser,
+        text: *const c_char,
+        text_len: usize,
+        is_final: bool,
+        buf: *mut c_char,
+        cap: usize,
+        len: *mut usize,
+    ) -> kestrel_status;
+    pub fn kestrel_reply_parser_free(p: *mut kestrel_reply_parser);
+    pub fn kestrel_reply_parser_show_markers(p: *const kestrel_reply_parser, d: *mut kestrel_detokenizer) -> kestrel_status;
+
     // ---- context ----
     pub fn kestrel_context_options_init(opts: *mut kestrel_context_options);
     pub fn kestrel_context_new(
@@ -160,6 +187,13 @@ extern "C" {
     ) -> kestrel_status;
     pub fn kestrel_sampler_accept(sampler: *mut kestrel_sampler, token: kestrel_token);
     pub fn kestrel_sampler_reset(sampler: *mut kestrel_sampler);
+    pub fn kestrel_sampler_set_grammar(
+        sampler: *mut kestrel_sampler,
+        model: *const kestrel_model,
+        grammar: *const c_char,
+        json_schema: *const c_char,
+        reply: *const kestrel_reply_parser,
+    ) -> kestrel_status;
 
     // ---- speculative decoding ----
     pub fn kestrel_spec_options_init(opts: *mut kestrel_spec_options);

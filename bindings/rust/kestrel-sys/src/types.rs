@@ -33,6 +33,10 @@ pub const KESTREL_LOG_WARN: kestrel_log_level = 2;
 pub const KESTREL_LOG_ERROR: kestrel_log_level = 3;
 pub const KESTREL_LOG_NONE: kestrel_log_level = 4;
 
+/// `kestrel_reply_parser_new` flags (API version 7).
+pub const KESTREL_REPLY_PARALLEL_TOOLS: u32 = 1;
+pub const KESTREL_REPLY_REASONING_INLINE: u32 = 2;
+
 /// `enum kestrel_kv_type`: the KV cache's element type (API version 5).
 pub type kestrel_kv_type = i32;
 pub const KESTREL_KV_F16: kestrel_kv_type = 0;

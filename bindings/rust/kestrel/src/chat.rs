@@ -8,7 +8,9 @@ use kestrel_sys as sys;
 use crate::buffer::read_string;
 use crate::error::Result;
 use crate::model::Model;
+use crate::json;
 use crate::options::c_string;
+use crate::reply::{ChatReply, ToolCall};
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +19,10 @@ pub struct Message {
     pub role: String,
     /// The text.
     pub content: String,
+    /// An assistant message's tool calls (templates see their arguments as objects).
+    pub tool_calls: Vec<ToolCall>,
+    /// A tool message: the id of the call it answers.
+    pub tool_call_id: Option<String>,
 }
 
 /// A conversation plus the template settings to render it with.
@@ -63,11 +69,32 @@ impl Chat {
     }
     /// Appends a message in place (e.g. the model's reply, to continue the conversation).
     pub fn push(&mut self, role: &str, content: &str) {
-        self.messages.push(Message { role: role.to_string(), content: content.to_string() });
+        self.messages.push(Message { role: role.to_string(), content: content.to_string(), tool_calls: Vec::new(), tool_call_id: None });
+    }
+    /// Appends the model's reply: its content and tool calls (reasoning is left out, as most
+    /// templates drop earlier turns' reasoning).
+    pub fn push_reply(&mut self, reply: &ChatReply) {
+        self.push("assistant", &reply.content);
+        self.messages.last_mut().unwrap().tool_calls = reply.tool_calls.clone();
+    }
+    /// Appends a tool's result for the call with id `call_id` (builder form).
+    pub fn tool_result(mut self, call_id: &str, content: &str) -> Self {
+        self.push("tool", content);
+        self.messages.last_mut().unwrap().tool_call_id = Some(call_id.to_string());
+        self
     }
     /// The messages so far.
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// The template set with [`Chat::template`].
+    pub fn template_source(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+    /// The tools set with [`Chat::tools_json`].
+    pub fn tools(&self) -> Option<&str> {
+        self.tools_json.as_deref()
     }
 
     /// Renders with this Jinja template instead of the model's.
@@ -107,6 +134,28 @@ impl Chat {
             push_json_string(&mut out, &m.role);
             out.push_str(", \"content\": ");
             push_json_string(&mut out, &m.content);
+            if let Some(id) = &m.tool_call_id {
+                out.push_str(", \"tool_call_id\": ");
+                push_json_string(&mut out, id);
+            }
+            if !m.tool_calls.is_empty() {
+                out.push_str(", \"tool_calls\": [");
+                for (j, c) in m.tool_calls.iter().enumerate() {
+                    out.push_str(if j > 0 { ", {\"id\": " } else { "{\"id\": " });
+                    push_json_string(&mut out, &c.id);
+                    out.push_str(", \"type\": \"function\", \"function\": {\"name\": ");
+                    push_json_string(&mut out, &c.name);
+                    out.push_str(", \"arguments\": ");
+                    // As an object when it is JSON (templates iterate it), else as the text.
+                    if json::parse(&c.arguments).is_some() {
+                        out.push_str(&c.arguments);
+                    } else {
+                        push_json_string(&mut out, &c.arguments);
+                    }
+                    out.push_str("}}");
+                }
+                out.push(']');
+            }
             out.push('}');
         }
         out.push(']');
@@ -167,6 +216,27 @@ mod tests {
     fn json_escapes() {
         let chat = Chat::new().user("a\"b\\c\nd\u{1}é");
         assert_eq!(chat.to_json(), "[{\"role\": \"user\", \"content\": \"a\\\"b\\\\c\\nd\\u0001é\"}]");
+    }
+
+    #[test]
+    fn tool_calls_and_results() {
+        let mut chat = Chat::new().user("w?");
+        let call = ToolCall { id: "c1".into(), name: "f".into(), arguments: "{\"a\": 1}".into() };
+        let bad = ToolCall { id: "c2".into(), name: "g".into(), arguments: "{oops".into() };
+        chat.push_reply(&ChatReply {
+            content: "x".into(),
+            reasoning: "hidden".into(),
+            tool_calls: vec![call, bad],
+            finish: crate::FinishReason::Stop,
+        });
+        let chat = chat.tool_result("c1", "sunny");
+        assert_eq!(
+            chat.to_json(),
+            "[{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": \
+             [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1}}}, \
+             {\"id\": \"c2\", \"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\": \"{oops\"}}]}, \
+             {\"role\": \"tool\", \"content\": \"sunny\", \"tool_call_id\": \"c1\"}]"
+        );
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl<'m> Engine<'m> {
     /// Streams a continuation of prompt tokens.
     pub fn stream_tokens(&self, tokens: &[i32], options: &GenerateOptions) -> Result<Stream<'_>> {
         // SAFETY: the stream borrows self, so the engine outlives it.
-        unsafe { Stream::submit(self.raw.as_ptr(), tokens, options) }
+        unsafe { Stream::submit(self.raw.as_ptr(), tokens, options, std::ptr::null()) }
     }
 
     /// JSON: requests, tokens, KV blocks and the prefix-cache hit rate.

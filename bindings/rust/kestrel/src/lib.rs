@@ -18,6 +18,7 @@
 //!   `chat` on an engine the model creates on first use. `Send + Sync`: share it with `Arc`.
 //! - [`Stream`]: an iterator of text pieces; dropping it early cancels the request.
 //! - [`Chat`]: a conversation rendered with the model's (or a given) chat template.
+//! - [`Model::chat_reply`], [`ReplyParser`]: tool calls and reasoning, by the template's family.
 //! - [`Engine`]: an engine of your own (continuous batching; `Send + Sync`).
 //! - [`Context`], [`Batch`], [`Sampler`], [`Detokenizer`]: your own decode loop (`Send`, one
 //!   thread at a time).
@@ -29,8 +30,10 @@ mod context;
 mod detokenizer;
 mod engine;
 mod error;
+mod json;
 mod model;
 mod options;
+mod reply;
 mod sampler;
 mod stream;
 
@@ -41,6 +44,7 @@ pub use engine::Engine;
 pub use error::{status_name, Error, Result, Status};
 pub use model::Model;
 pub use options::{ContextOptions, EngineOptions, GenerateOptions, KvType, ModelOptions};
+pub use reply::{ChatReply, ReplyDelta, ReplyParser, ToolCall, ToolChoice};
 pub use sampler::Sampler;
 pub use stream::{FinishReason, RequestResult, Stream};
 

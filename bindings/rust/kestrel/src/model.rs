@@ -13,7 +13,8 @@ use crate::detokenizer::Detokenizer;
 use crate::engine::RawEngine;
 use crate::error::{check, Error, Result};
 use crate::options::{c_string, EngineOptions, GenerateOptions, ModelOptions};
-use crate::stream::Stream;
+use crate::reply::{ChatReply, ReplyParser, ToolChoice};
+use crate::stream::{FinishReason, Stream};
 
 /// A loaded model. Immutable after load: share it between threads (`Arc<Model>`); every
 /// method takes `&self`.
@@ -156,7 +157,7 @@ impl Model {
     pub fn stream_tokens(&self, tokens: &[i32], options: &GenerateOptions) -> Result<Stream<'_>> {
         let engine = self.engine()?;
         // SAFETY: the engine lives until the model drops, and the stream borrows the model.
-        unsafe { Stream::submit(engine, tokens, options) }
+        unsafe { Stream::submit(engine, tokens, options, std::ptr::null()) }
     }
 
     /// The assistant's reply to a conversation (rendered with a generation prompt).
@@ -168,6 +169,26 @@ impl Model {
     pub fn chat_stream(&self, chat: &Chat, options: &GenerateOptions) -> Result<Stream<'_>> {
         let tokens = self.chat_tokens(chat)?;
         self.stream_tokens(&tokens, options)
+    }
+
+    /// The assistant's reply to a conversation with tools (`chat.tools_json`), split by the
+    /// template's family into content, reasoning and tool calls; `choice` Required or Function
+    /// holds generation to the family's call grammar (the model cannot answer in prose).
+    pub fn chat_reply(&self, chat: &Chat, choice: &ToolChoice, options: &GenerateOptions) -> Result<ChatReply> {
+        let prompt = chat.render(Some(self), true)?;
+        let mut parser = ReplyParser::new(Some(self), chat, &prompt, choice, true)?;
+        let tokens = self.chat_tokenize(&prompt)?;
+        let engine = self.engine()?;
+        // SAFETY: the engine lives until the model drops and the stream borrows the model; the
+        // parser is only read during the submit.
+        let mut stream: Stream<'_> = unsafe { Stream::submit(engine, &tokens, options, parser.as_ptr()) }?;
+        let mut reply = ChatReply { content: String::new(), reasoning: String::new(), tool_calls: Vec::new(), finish: FinishReason::Other(0) };
+        for piece in stream.by_ref() {
+            reply.add(parser.push(&piece?, false)?);
+        }
+        reply.add(parser.push("", true)?);
+        reply.finish = stream.result().map_or(FinishReason::Other(0), |r| r.finish);
+        Ok(reply)
     }
 
     /// The prompt tokens of a conversation: rendered with a generation prompt, then

@@ -231,6 +231,8 @@ pub struct GenerateOptions {
     pub(crate) seed: u64,
     pub(crate) bias_tokens: Vec<i32>,
     pub(crate) bias_values: Vec<f32>,
+    pub(crate) grammar: Option<String>,
+    pub(crate) json_schema: Option<String>,
 }
 
 impl GenerateOptions {
@@ -252,6 +254,8 @@ impl GenerateOptions {
             seed: 0,
             bias_tokens: Vec::new(),
             bias_values: Vec::new(),
+            grammar: None,
+            json_schema: None,
         }
     }
     /// Most tokens to generate.
@@ -322,6 +326,18 @@ impl GenerateOptions {
     pub fn logit_bias(mut self, token: i32, bias: f32) -> Self {
         self.bias_tokens.push(token);
         self.bias_values.push(bias);
+        self
+    }
+
+    /// Only text this GBNF grammar (rule `root`; docs/GRAMMAR.md) allows. At most one of grammar
+    /// and JSON Schema; what cannot compile or be enforced fails the request, naming it.
+    pub fn grammar(mut self, gbnf: &str) -> Self {
+        self.grammar = Some(gbnf.to_string());
+        self
+    }
+    /// Only JSON valid under this JSON Schema (a keyword it cannot enforce fails the request).
+    pub fn json_schema(mut self, schema: &str) -> Self {
+        self.json_schema = Some(schema.to_string());
         self
     }
 

@@ -9,7 +9,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use kestrel_sys as sys;
 
 use crate::error::{check, Error, Result};
-use crate::options::GenerateOptions;
+use crate::options::{c_string, GenerateOptions};
 
 /// Why a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,15 +125,22 @@ pub struct Stream<'a> {
 unsafe impl Send for Stream<'_> {}
 
 impl<'a> Stream<'a> {
-    /// Submits a request to `engine`.
+    /// Submits a request to `engine`; `reply` (may be null) is read during the call only.
     ///
     /// # Safety
-    /// `engine` must stay valid for `'a`.
-    pub(crate) unsafe fn submit(engine: *mut sys::kestrel_engine, tokens: &[i32], options: &GenerateOptions) -> Result<Stream<'a>> {
+    /// `engine` must stay valid for `'a`; `reply` null or valid.
+    pub(crate) unsafe fn submit(
+        engine: *mut sys::kestrel_engine,
+        tokens: &[i32],
+        options: &GenerateOptions,
+        reply: *const sys::kestrel_reply_parser,
+    ) -> Result<Stream<'a>> {
         if tokens.is_empty() {
             return Err(Error::invalid("the prompt has no tokens"));
         }
         let stop = options.stop_strings()?;
+        let grammar = options.grammar.as_deref().map(c_string).transpose()?;
+        let schema = options.json_schema.as_deref().map(c_string).transpose()?;
         let sampling = options.sampler_options();
         let (tx, rx) = channel();
         let sink = Box::into_raw(Box::new(Sink { tx }));
@@ -148,6 +155,9 @@ impl<'a> Stream<'a> {
         req.stop_at_eog = options.stop_at_eog;
         req.stop_strings = stop.as_ptr();
         req.n_stop_strings = stop.len();
+        req.grammar = grammar.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        req.json_schema = schema.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        req.reply = reply;
         req.on_token = Some(on_token);
         req.on_done = Some(on_done);
         req.user = sink as *mut c_void;
