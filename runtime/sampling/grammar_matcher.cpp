@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -15,9 +16,14 @@ namespace kestrel {
 // ---- the vocabulary's trie ----------------------------------------------------------------------
 
 TokenTrie::TokenTrie(const Tokenizer& tok, std::span<const int32_t> special) {
+  // A pointer trie first, then flattened in preorder.
+  struct Node {
+    std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Node> nodes(1);
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
-  nodes_.emplace_back();
   for (int32_t id = 0; id < n; ++id) {
     if (tok.is_eog(id)) {
       eog_.push_back(id);
@@ -31,22 +37,58 @@ TokenTrie::TokenTrie(const Tokenizer& tok, std::span<const int32_t> special) {
     int32_t node = 0;
     for (const char ch : piece) {
       const auto b = static_cast<uint8_t>(ch);
-      auto& kids = nodes_[static_cast<size_t>(node)].children;
+      auto& kids = nodes[static_cast<size_t>(node)].children;
       auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(b, int32_t{-1}));
       if (it != kids.end() && it->first == b) {
         node = it->second;
       } else {
-        const auto next = static_cast<int32_t>(nodes_.size());
+        const auto next = static_cast<int32_t>(nodes.size());
         kids.insert(it, {b, next});
-        nodes_.emplace_back();  // (kids may dangle now; not used again)
+        nodes.emplace_back();  // (kids may dangle now; not used again)
         node = next;
       }
     }
-    nodes_[static_cast<size_t>(node)].tokens.push_back(id);
-    if (piece.size() > kShortBytes) long_.push_back(id);
+    nodes[static_cast<size_t>(node)].tokens.push_back(id);
     pieces_[static_cast<size_t>(id)] = std::move(piece);
   }
   std::sort(eog_.begin(), eog_.end());
+  lengths_.resize(pieces_.size());
+  for (size_t t = 0; t < pieces_.size(); ++t) lengths_[t] = static_cast<uint8_t>(std::min<size_t>(pieces_[t].size(), 255));
+
+  const size_t m = nodes.size();
+  byte_.resize(m);
+  depth_.resize(m);
+  longest_.assign(m, 0);
+  end_.resize(m);
+  tok_begin_.reserve(m + 1);
+  // Preorder without recursion (tokens can be hundreds of bytes long): (node, its depth, byte).
+  std::vector<std::tuple<int32_t, uint16_t, uint8_t>> todo = {{0, 0, 0}};
+  std::vector<int32_t> path;  // preorder indices of the nodes on the current path
+  int32_t at = 0;
+  while (!todo.empty()) {
+    const auto [node, d, b] = todo.back();
+    todo.pop_back();
+    while (path.size() > d) {  // the path's deeper nodes are done: their subtrees end here
+      end_[static_cast<size_t>(path.back())] = at;
+      path.pop_back();
+    }
+    byte_[static_cast<size_t>(at)] = b;
+    depth_[static_cast<size_t>(at)] = d;
+    max_depth_ = std::max(max_depth_, d);
+    tok_begin_.push_back(static_cast<int32_t>(toks_.size()));
+    const Node& nd = nodes[static_cast<size_t>(node)];
+    toks_.insert(toks_.end(), nd.tokens.begin(), nd.tokens.end());
+    if (!nd.tokens.empty()) {
+      const uint16_t len = static_cast<uint16_t>(std::min<size_t>(d, 65535));
+      longest_[static_cast<size_t>(at)] = len;
+      for (const int32_t p : path) longest_[static_cast<size_t>(p)] = std::max(longest_[static_cast<size_t>(p)], len);
+    }
+    path.push_back(at++);
+    for (auto it = nd.children.rbegin(); it != nd.children.rend(); ++it)
+      todo.emplace_back(it->second, static_cast<uint16_t>(std::min<size_t>(d + 1u, 65535)), it->first);
+  }
+  for (const int32_t p : path) end_[static_cast<size_t>(p)] = at;
+  tok_begin_.push_back(static_cast<int32_t>(toks_.size()));
 }
 
 bool TokenTrie::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
@@ -231,36 +273,59 @@ int32_t GrammarMatcher::step(int32_t id, uint8_t b) {
 // Interned states and masks grow with the text (a counted repetition gives a state per count):
 // past a bound they are dropped, and the current state is interned again.
 void GrammarMatcher::trim() {
-  constexpr size_t kMaxStates = 1 << 14, kMaxMasks = 64;
+  constexpr size_t kMaxStates = 1 << 14, kMaxMasks = 64, kMaxBases = 16;
+  auto drop = [&](bool bases) {
+    for (auto& n : nodes_) {
+      if (!n->mask || (n->base && !bases)) continue;
+      if (spare_.size() < 4) spare_.push_back(std::move(n->mask));
+      n->mask.reset();
+    }
+  };
   if (n_masks_ > kMaxMasks) {
-    for (auto& n : nodes_) n->mask.reset();
+    drop(false);
     n_masks_ = 0;
+  }
+  if (n_bases_ > kMaxBases) {
+    drop(true);
+    n_masks_ = n_bases_ = 0;
   }
   if (nodes_.size() <= kMaxStates || cur_ < 0) return;
   State keep = std::move(nodes_[static_cast<size_t>(cur_)]->st);
   nodes_.clear();
   next_.clear();
   ids_.clear();
-  n_masks_ = 0;
+  n_masks_ = n_bases_ = 0;
   cur_ = intern(std::move(keep));
 }
 
 bool GrammarMatcher::complete() const { return cur_ >= 0 && nodes_[static_cast<size_t>(cur_)]->complete; }
 
-bool GrammarMatcher::canonical(const State& st, State* out) const {
+bool GrammarMatcher::lifted(const State& st, State* out, size_t* same) const {
   constexpr auto kShort = static_cast<int32_t>(TokenTrie::kShortBytes);
   bool moved = false;
   *out = st;
-  for (Stack& s : out->stacks)
-    for (int32_t& p : s) {
+  *same = TokenTrie::kShortBytes;
+  for (Stack& s : out->stacks) {
+    // Each stack's innermost count moves either way (inside a string of maxLength 200: that
+    // string's); outer ones (the array around it) only down to kShortBytes, which keeps `same`.
+    bool inner = true;
+    for (size_t k = s.size(); k-- > 0;) {
+      int32_t& p = s[k];
       const int32_t r = elem_rule_[static_cast<size_t>(p)];
       const auto [c, j] = g_->chain_of[static_cast<size_t>(r)];
-      if (c < 0 || j <= kShort) continue;
+      if (c < 0) continue;
+      const auto& chain = g_->chains[static_cast<size_t>(c)];
+      const int32_t top = std::min(kShort, static_cast<int32_t>(chain.size()) - 1);
+      const bool lift = inner ? j != top : j > top;
+      inner = false;
+      if (!lift) continue;
       // Both rules' first alternatives: the item, then a reference to the next rule of the chain.
-      const int32_t to = g_->chains[static_cast<size_t>(c)][static_cast<size_t>(kShort)];
+      const int32_t to = chain[static_cast<size_t>(top)];
       p = g_->alternatives[static_cast<size_t>(to)][0] + elem_off_[static_cast<size_t>(p)];
+      *same = std::min(*same, static_cast<size_t>(std::min(j, top)));
       moved = true;
     }
+  }
   if (moved) {
     std::sort(out->stacks.begin(), out->stacks.end());
     out->stacks.erase(std::unique(out->stacks.begin(), out->stacks.end()), out->stacks.end());
@@ -269,12 +334,26 @@ bool GrammarMatcher::canonical(const State& st, State* out) const {
 }
 
 
-void GrammarMatcher::walk(int32_t node, int32_t id, std::vector<uint8_t>* mask) {
-  for (const auto& [b, child] : vocab_->nodes()[static_cast<size_t>(node)].children) {
-    const int32_t next = step(id, b);
-    if (next < 0) continue;
-    for (const int32_t t : vocab_->nodes()[static_cast<size_t>(child)].tokens) (*mask)[static_cast<size_t>(t)] = 1;
-    walk(child, next, mask);
+void GrammarMatcher::walk(int32_t id, size_t skip, std::vector<uint8_t>* mask) {
+  const TokenTrie& t = *vocab_;
+  walk_at_.resize(static_cast<size_t>(t.max_depth()) + 1);
+  walk_at_[0] = id;
+  uint8_t* m = mask->data();
+  for (int32_t i = 1, n = t.n_nodes(); i < n;) {
+    const size_t d = t.depth(i);
+    if (t.longest(i) <= skip) {  // no token here is long enough to need this walk
+      i = t.subtree_end(i);
+      continue;
+    }
+    const int32_t next = step(walk_at_[d - 1], t.byte(i));
+    if (next < 0) {
+      i = t.subtree_end(i);
+      continue;
+    }
+    if (d > skip)
+      for (const int32_t tk : t.tokens(i)) m[tk] = 1;
+    walk_at_[d] = next;
+    ++i;
   }
 }
 
@@ -295,24 +374,32 @@ const std::vector<uint8_t>* GrammarMatcher::mask_of(int32_t id) {
   if (nodes_[static_cast<size_t>(id)]->mask) return nodes_[static_cast<size_t>(id)]->mask.get();
   const auto n_vocab = static_cast<size_t>(vocab_->n_vocab());
   std::unique_ptr<std::vector<uint8_t>> mask;
-  State c;
-  if (canonical(nodes_[static_cast<size_t>(id)]->st, &c)) {
-    // The canonical state's mask (its counts are small: it walks), then the long tokens checked
-    // from this state.
-    mask = std::make_unique<std::vector<uint8_t>>(*mask_of(intern(std::move(c))));
-    for (const int32_t t : vocab_->long_tokens()) {  // through the transition table: the states
-      int32_t at = id;                                // a long run of one byte passes recur
-      for (const char ch : vocab_->piece(t))
-        if ((at = step(at, static_cast<uint8_t>(ch))) < 0) break;
-      (*mask)[static_cast<size_t>(t)] = at >= 0 ? 1 : 0;
-    }
+  if (!spare_.empty()) {
+    mask = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  State top;
+  size_t same = 0;
+  if (lifted(nodes_[static_cast<size_t>(id)]->st, &top, &same)) {
+    // The lifted state's mask (it walks once) for tokens of at most `same` bytes; longer ones
+    // walked from this state.
+    const int32_t base = intern(std::move(top));
+    nodes_[static_cast<size_t>(base)]->base = true;
+    const std::vector<uint8_t>& from = *mask_of(base);
+    if (mask) *mask = from;
+    else mask = std::make_unique<std::vector<uint8_t>>(from);
+    const uint8_t* len = vocab_->lengths().data();
+    uint8_t* m = mask->data();
+    for (size_t t = 0; t < n_vocab; ++t) m[t] = len[t] <= same ? m[t] : 0;  // (vectorizes)
+    walk(id, same, mask.get());
   } else {
-    mask = std::make_unique<std::vector<uint8_t>>(n_vocab, 0);
-    walk(0, id, mask.get());
+    if (mask) std::fill(mask->begin(), mask->end(), 0);
+    else mask = std::make_unique<std::vector<uint8_t>>(n_vocab, 0);
+    walk(id, 0, mask.get());
   }
   for (const int32_t t : vocab_->eog()) (*mask)[static_cast<size_t>(t)] = nodes_[static_cast<size_t>(id)]->complete ? 1 : 0;
   nodes_[static_cast<size_t>(id)]->mask = std::move(mask);
-  ++n_masks_;
+  ++(nodes_[static_cast<size_t>(id)]->base ? n_bases_ : n_masks_);
   return nodes_[static_cast<size_t>(id)]->mask.get();
 }
 

@@ -12,9 +12,10 @@
 // grammar rejects at its first byte. States are interned and each state's transition on a byte
 // is computed once, so a walk is mostly table lookups (the states a 128k vocabulary's pieces
 // reach from one state are few), and each state's mask is kept (text inside a JSON string or a
-// run of digits returns to the same state token after token). States that differ only in a
-// repetition count above what one token can use share one mask (canonical()), the few longer
-// tokens checked one by one: a string of maxLength 200 is not 200 walks. End-of-generation tokens are
+// run of digits returns to the same state token after token). A state inside counted
+// repetitions takes the mask of the state with each count at its chain's top (capped at
+// kShortBytes; lifted()) for the tokens too short to use the difference, and walks only the trie's
+// paths to longer tokens: a string of maxLength 200 is one full walk, not 200. End-of-generation tokens are
 // allowed exactly when the text is complete; other special tokens, and tokens with no text,
 // never. Not thread-safe: one matcher per sequence.
 #pragma once
@@ -41,24 +42,37 @@ class TokenTrie {
   static std::shared_ptr<const TokenTrie> of(const Tokenizer& tok, std::vector<int32_t> special = {});
   explicit TokenTrie(const Tokenizer& tok, std::span<const int32_t> special = {});
 
-  struct Node {
-    std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte
-    std::vector<int32_t> tokens;                         // tokens whose bytes end here
-  };
-  const std::vector<Node>& nodes() const { return nodes_; }  // nodes()[0] is the root
+  // The trie in preorder, flat (a walk reads it front to back, skipping subtrees): node 0 is the
+  // root; node i > 0 is reached by byte(i) from the last node before it at depth(i) - 1.
+  int32_t n_nodes() const { return static_cast<int32_t>(byte_.size()); }
+  uint8_t byte(int32_t i) const { return byte_[static_cast<size_t>(i)]; }
+  uint16_t depth(int32_t i) const { return depth_[static_cast<size_t>(i)]; }
+  // Bytes of the longest token in node i's subtree (its own included), at most 65535.
+  uint16_t longest(int32_t i) const { return longest_[static_cast<size_t>(i)]; }
+  int32_t subtree_end(int32_t i) const { return end_[static_cast<size_t>(i)]; }  // one past the subtree
+  // The tokens whose bytes end at node i.
+  std::span<const int32_t> tokens(int32_t i) const {
+    return {toks_.data() + tok_begin_[static_cast<size_t>(i)],
+            static_cast<size_t>(tok_begin_[static_cast<size_t>(i) + 1] - tok_begin_[static_cast<size_t>(i)])};
+  }
+  uint16_t max_depth() const { return max_depth_; }
   const std::vector<int32_t>& eog() const { return eog_; }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
-  // Tokens of more than kShortBytes bytes (few: long runs of spaces or punctuation).
+  // Per token: its bytes, at most 255 (what masks filter by, one byte each for speed).
+  const std::vector<uint8_t>& lengths() const { return lengths_; }
+  // The count a state's mask is shared up to (few tokens are longer: runs of spaces, punctuation).
   static constexpr size_t kShortBytes = 32;
-  const std::vector<int32_t>& long_tokens() const { return long_; }
   bool is_eog(int32_t id) const;
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
 
  private:
-  std::vector<Node> nodes_;
+  std::vector<uint8_t> byte_;
+  std::vector<uint16_t> depth_, longest_;
+  std::vector<int32_t> end_, tok_begin_, toks_;
+  uint16_t max_depth_ = 0;
   std::vector<std::string> pieces_;  // "" for tokens that can never be generated under a grammar
+  std::vector<uint8_t> lengths_;
   std::vector<int32_t> eog_;         // sorted
-  std::vector<int32_t> long_;
 };
 
 class GrammarMatcher {
@@ -89,6 +103,7 @@ class GrammarMatcher {
   struct Node {
     State st;
     bool complete = false;
+    bool base = false;  // its mask is a lifted state's, which counted states start from
     std::unique_ptr<std::vector<uint8_t>> mask;
   };
   void expand(Stack s, std::vector<Stack>* out) const;
@@ -97,12 +112,15 @@ class GrammarMatcher {
   // Feeds one byte; false when no stack can take it.
   bool feed(const State& in, uint8_t b, State* out) const;
   int32_t intern(State st);
-  // st with every position in a counted-repetition rule that takes more than kShortBytes items
-  // moved to the same place in the rule of its chain that takes exactly kShortBytes: the same
-  // tokens of at most kShortBytes bytes are allowed from both. False when nothing moved.
-  bool canonical(const State& st, State* out) const;
+  // st with every position in a counted-repetition rule moved to the same place in its chain's
+  // rule that takes min(chain length, kShortBytes) items; *same: tokens of at most that many
+  // bytes are allowed from both alike (a token of b bytes consumes at most b items, so counts of
+  // at least b are indistinguishable to it). False when nothing moved.
+  bool lifted(const State& st, State* out, size_t* same) const;
   int32_t step(int32_t id, uint8_t b);
-  void walk(int32_t node, int32_t id, std::vector<uint8_t>* mask);
+  // Marks the tokens of more than `skip` bytes that state id allows, visiting only subtrees that
+  // hold such tokens.
+  void walk(int32_t id, size_t skip, std::vector<uint8_t>* mask);
   const std::vector<uint8_t>* mask_of(int32_t id);  // computed once per state
   void trim();  // bounds the memory of the interned states and masks
   static std::string key(const State& st);
@@ -114,7 +132,10 @@ class GrammarMatcher {
   std::vector<int32_t> next_;  // 256 per state: the state a byte leads to (-2 not yet, -1 none)
   std::unordered_map<std::string, int32_t> ids_;
   int32_t cur_ = -1;  // the current state; -1: the text has left the grammar
-  size_t n_masks_ = 0;
+  size_t n_masks_ = 0;  // masks kept, of states that are not bases
+  size_t n_bases_ = 0;  // masks kept of bases (few, and a full walk each: kept longer)
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> spare_;  // dropped masks, reused
+  std::vector<int32_t> walk_at_;  // walk(): the state at each depth of the current path
   static constexpr size_t kMaxStackEntries = 1 << 16;  // per state, over all its stacks
   mutable bool overflow_ = false;  // a state outgrew kMaxStackEntries (it was made empty)
   Status overflow_error() const;

@@ -14,6 +14,7 @@ namespace kestrel {
 namespace {
 
 void check_masks_along(const Tokenizer& tok, const std::string& gbnf, const std::string& text) {
+  CAPTURE(text);
   auto m = make_grammar_matcher(gbnf, tok);
   REQUIRE_MESSAGE(m.ok(), m.status().to_string());
   GrammarMatcher& g = *m.value();
@@ -59,8 +60,8 @@ TEST_CASE("grammar masks: byte-level BPE (128k vocabulary) and SentencePiece wit
     REQUIRE(gbnf.ok());
     check_masks_along(*tok, gbnf.value(), kText);
     check_masks_along(*tok, json_value_gbnf(false), kText);
-    // Counted repetitions past a token's length share masks (canonical states) but for the
-    // long tokens: a long string under minLength / maxLength, near and far from both bounds.
+    // Counted repetitions past a token's length share masks (lifted states) but for the long
+    // tokens: a long string under minLength / maxLength, near and far from both bounds.
     // A string of 72 code points: a run of 60 dashes (long tokens), a 3-byte character.
     const std::string text = "[\"ab cd " + std::string(60, '-') + " \xe2\x80\x94 end\"]";
     for (const char* bounds : {R"("minLength": 40, "maxLength": 200)", R"("maxLength": 72)", R"("minLength": 70)",
@@ -70,6 +71,14 @@ TEST_CASE("grammar masks: byte-level BPE (128k vocabulary) and SentencePiece wit
       REQUIRE(g.ok());
       check_masks_along(*tok, g.value(), bounds == std::string(R"("minLength": 90)") ? "[\"" + std::string(95, 'a') + "\"]" : text);
     }
+    // Every count of a short chain shares its top state's mask (lifted states): nested bounded
+    // repetitions, multi-character items, and items that can match nothing.
+    auto nested = json_schema_to_gbnf(R"({"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 10}})");
+    REQUIRE(nested.ok());
+    check_masks_along(*tok, nested.value(), "[\"abc def\", \"\xe2\x80\x94x\", \"0123456789\"]");
+    // (" "?: SentencePiece writes a space before the first word.)
+    check_masks_along(*tok, "root ::= \" \"? (\"ab\" | [0-9]){3,20} (\"-\" [a-z]{2,5}){0,3}", "ab12ab-abc-de");
+    check_masks_along(*tok, "root ::= \" \"? (\"a\" | \"\"){2,40} \"z\"", "aaaz");
   }
 }
 

@@ -158,9 +158,10 @@ void grammar_seeds() {
       "root ::= \"{\" ws pair (\",\" ws pair)* \"}\"\npair ::= [a-z]+ ws \":\" ws (\"true\" | \"false\")\nws ::= [ \\t\\n]{0,8}",
       "root ::= ( \"ab\" | [c-e]+ ){1,3} \"x\"? [^\\u00e9-\\u00ff] .",
       "root ::= x{3,40}\nx ::= \"\\x41\" | [\\u0800-\\U0010FFFF]",
+      "root ::= [a-z ]{2,9} \"!\" ([a-z]{1,3} \" \"?){0,2}",  // counts near their ends, multi-byte tokens
   };
-  const char* texts[] = {"{a: true, bb: false}", "abcdex!", "AAA\xe0\xa0\x80" "A"};
-  for (int k = 0; k < 3; ++k) write_seed("fuzz_grammar", "gbnf_" + std::to_string(k), std::string(1, '\0') + gbnf[k] + '\0' + texts[k]);
+  const char* texts[] = {"{a: true, bb: false}", "abcdex!", "AAA\xe0\xa0\x80" "A", " the ing!the in"};
+  for (int k = 0; k < 4; ++k) write_seed("fuzz_grammar", "gbnf_" + std::to_string(k), std::string(1, '\0') + gbnf[k] + '\0' + texts[k]);
   const char* schemas[] = {
       R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 40}, "b": {"type": "array", "items": {"enum": [1, "x"]}, "maxItems": 3}}, "required": ["a"], "additionalProperties": false})",
       R"({"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}]}}, "$ref": "#/$defs/n"})",
