@@ -226,6 +226,7 @@ class CudaExecutor final : public Executor {
       case Op::SILU:
       case Op::CONCAT: return run_elementwise(n, stream_);
       case Op::SWIGLU:
+      case Op::GEGLU:
       case Op::SWIGLU_OAI: return run_elementwise(n, stream_, next);
       case Op::MATMUL:
       case Op::MATMUL_ID: return run_matmul(n, stream_);

@@ -1,6 +1,6 @@
-// Row-wise element ops (ADD, MUL, SILU, SWIGLU, SWIGLU_OAI, CONCAT), MOE_SUM, KV_STORE and
+// Row-wise element ops (ADD, MUL, SILU, SWIGLU, GEGLU, SWIGLU_OAI, CONCAT), MOE_SUM, KV_STORE and
 // GET_ROWS: one thread per element (or per 32-value chunk of a quantized row), grid-stride loops.
-// A gate (SWIGLU, SWIGLU_OAI) followed by an integer-code matmul of its output (the FFN's down
+// A gate (SWIGLU, GEGLU, SWIGLU_OAI) followed by an integer-code matmul of its output (the FFN's down
 // projection) runs a warp per chunk instead and writes the matmul's int8 input as well.
 #include "backends/cuda/int_codes.cuh"
 
@@ -12,8 +12,15 @@ constexpr unsigned kThreads = 256;
 unsigned grid_for(int64_t n) { return grid_stride_blocks(n, kThreads); }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+// GELU's tanh form through F16, as the GEGLU op defines it (ops.def).
+__device__ __forceinline__ float gelu_f16(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float h = round_half(x);
+  return round_half(0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h))));
+}
 
-enum class Binary : int { kAdd, kMul, kSilu, kSwiglu, kSwigluOai, kConcat };
+enum class Binary : int { kAdd, kMul, kSilu, kSwiglu, kSwigluOai, kConcat, kGeglu };
 
 // Element k of dst row r = f(src0 row r, src1 row r mod rows(src1)).
 __device__ __forceinline__ float binary_value(Binary op, const TensorArg& a, const TensorArg& b, int64_t r, int64_t k,
@@ -21,6 +28,7 @@ __device__ __forceinline__ float binary_value(Binary op, const TensorArg& a, con
   const float* x = a.f32(r);
   switch (op) {
     case Binary::kSilu: return silu(x[k]);
+    case Binary::kGeglu: return gelu_f16(x[k]) * b.f32(r)[k];
     case Binary::kConcat: return k < a.ne[0] ? x[k] : b.f32(r)[k - a.ne[0]];
     case Binary::kSwigluOai: {
       const float g = fminf(x[k], limit), u = fminf(fmaxf(b.f32(r)[k], -limit), limit);
@@ -117,6 +125,7 @@ Status run_elementwise(const Node& n, Stream& s, const Node* next) {
     case Op::MUL: op = Binary::kMul; break;
     case Op::SILU: op = Binary::kSilu; break;
     case Op::SWIGLU: op = Binary::kSwiglu; break;
+    case Op::GEGLU: op = Binary::kGeglu; break;
     case Op::CONCAT: op = Binary::kConcat; break;
     case Op::SWIGLU_OAI:
       op = Binary::kSwigluOai;
@@ -128,7 +137,7 @@ Status run_elementwise(const Node& n, Stream& s, const Node* next) {
   const TensorArg b = n.src[1] ? arg(n.src[1]) : arg(n.src[0]);
   // A gate whose output is the next integer-code matmul's input: that input's int8 form too.
   const int64_t K = n.dst->ne[0];
-  const bool gate = op == Binary::kSwiglu || op == Binary::kSwigluOai;
+  const bool gate = op == Binary::kSwiglu || op == Binary::kGeglu || op == Binary::kSwigluOai;
   if (gate && next && (next->op == Op::MATMUL || next->op == Op::MATMUL_ID) && next->src[1] == n.dst && K % 32 == 0 &&
       n.dst->nb[0] == 4 && (gemv_q8_applies(*next) || (next->op == Op::MATMUL && mmq_applies(*next)))) {
     const DType vdt = dtype_info(next->src[0]->type).vec_dot_type;

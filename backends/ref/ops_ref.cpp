@@ -55,6 +55,22 @@ void binary(const Node& n, int64_t i0, int64_t i1, F f) {
 }
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh form, through F16 as llama.cpp's CPU GEGLU does: a table of every F16 value's GELU
+// (built once), indexed by x's F16 bits.
+float gelu_f16(float x) {
+  static const std::vector<uint16_t> table = [] {
+    constexpr float kSqrt2OverPi = 0.79788456080286535588f, kCoef = 0.044715f;
+    std::vector<uint16_t> t(65536);
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      const float h = fp16_to_fp32(static_cast<uint16_t>(i));
+      t[i] = fp32_to_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h))));
+    }
+    return t;
+  }();
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(table[fp32_to_fp16(x)]);
+}
 
 void softmax(const Node& n, int64_t i0, int64_t i1) {
   const int64_t K = n.src[0]->ne[0];
@@ -205,6 +221,7 @@ void run_items(const Node& n, int64_t i0, int64_t i1) {
       }
       return;
     case Op::SWIGLU: return binary(n, i0, i1, [](float a, float b) { return silu(a) * b; });
+    case Op::GEGLU: return binary(n, i0, i1, [](float a, float b) { return gelu_f16(a) * b; });
     case Op::SOFTMAX: return softmax(n, i0, i1);
     case Op::ROPE: return rope(n, i0, i1);
     case Op::KV_STORE: return kv_store(n, i0, i1);

@@ -76,6 +76,10 @@ Status bind_decoder(const Model& m, ModelWeights& w, const DecoderTable& t) {
     LayerWeights& lw = w.layers[l];
     KS_RETURN_IF_ERROR(t.custom_attention ? t.custom_attention(m, lw, l) : bind_attention(m, lw, l, t.attention));
     KS_TRY_BIND(lw.ffn_norm, m.require(t.ffn_norm, {h.n_embd}, l));
+    if (t.post_norms) {
+      KS_TRY_BIND(lw.attn_post_norm, m.require("blk.%d.post_attention_norm.weight", {h.n_embd}, l));
+      KS_TRY_BIND(lw.ffn_post_norm, m.require("blk.%d.post_ffw_norm.weight", {h.n_embd}, l));
+    }
     if (t.experts && l >= t.n_dense_lead)
       KS_RETURN_IF_ERROR(bind_experts(m, lw, l, t.expert));
     else

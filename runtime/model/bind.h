@@ -41,6 +41,7 @@ struct DecoderTable {
   Status (*custom_attention)(const Model& m, LayerWeights& lw, int l) = nullptr;
   bool rope_freqs = false;                          // rope_freqs [n_rot / 2], optional (Llama 3)
   const char* ffn_norm = "blk.%d.ffn_norm.weight";  // [n_embd]
+  bool post_norms = false;  // post_attention_norm and post_ffw_norm [n_embd] (Gemma's sandwich)
   bool experts = false;   // routed experts (below) instead of the dense FFN
   int n_dense_lead = 0;   // with experts: the first layers keep the dense FFN (DeepSeek)
   ExpertTable expert;

@@ -114,12 +114,22 @@ Tensor* Builder::self_attention(int layer, Tensor* x, const LayerWeights& lw, co
   return linear(lw.wo, attention(layer, q, k, v, lo), lw.bo);
 }
 
-Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down) {
+Tensor* Builder::swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down, Op gate_op) {
   Tensor* g = linear(gate, x);
   Tensor* u = linear(up, x);
   Tensor* act = g_.intermediate(DType::F32, g->ne[0], g->ne[1]);
-  g_.add(Op::SWIGLU, act, g, u);
+  g_.add(gate_op, act, g, u);
   return linear(down, act);
+}
+
+Tensor* Builder::scale(Tensor* x, float s) {
+  Tensor* by = g_.input(DType::F32, x->ne[0]);
+  inputs_.resize(g_.input_bytes());
+  const std::vector<float> row(static_cast<size_t>(x->ne[0]), s);
+  std::memcpy(inputs_.data() + g_.input_offset(by), row.data(), row.size() * sizeof(float));
+  Tensor* y = g_.intermediate(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+  g_.add(Op::MUL, y, x, by);
+  return y;
 }
 
 Tensor* Builder::select_outputs(Tensor* x) {
@@ -145,9 +155,10 @@ Tensor* Builder::output_logits(Tensor* x) {
   return logits;
 }
 
-Tensor* Builder::pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn) {
+Tensor* Builder::pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn, float embed_scale) {
   const HParams& h = hp();
   Tensor* x = embed(w().tok_embd);  // [n_embd, T]
+  if (embed_scale != 0.0f) x = scale(x, embed_scale);
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& lw = w().layers[l];
     const AttentionOptions ao = attention_options ? attention_options(l) : AttentionOptions{};
@@ -156,8 +167,11 @@ Tensor* Builder::pre_norm_decoder(const LayerAttention& attention_options, const
       attn = select_outputs(attn);
       x = select_outputs(x);
     }
+    if (lw.attn_post_norm) attn = rms_norm(attn, lw.attn_post_norm);
     x = add(x, attn);
-    x = add(x, ffn(rms_norm(x, lw.ffn_norm), lw));  // [n_embd, T]
+    Tensor* f = ffn(rms_norm(x, lw.ffn_norm), lw);  // [n_embd, T]
+    if (lw.ffn_post_norm) f = rms_norm(f, lw.ffn_post_norm);
+    x = add(x, f);
   }
   return output_logits(x);  // [n_vocab, n_outputs]
 }

@@ -76,7 +76,9 @@ class Builder {
   // The standard block: q/k/v projections (+ biases, per-head q/k norm), rope, attention, output
   // projection. x is the normed input [n_embd, T].
   Tensor* self_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o);
-  Tensor* swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down);
+  // down . (act(gate . x) * (up . x)); gate_op SWIGLU (SiLU) or GEGLU (GELU).
+  Tensor* swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down, Op gate_op = Op::SWIGLU);
+  Tensor* scale(Tensor* x, float s);  // x * s (a MUL by a per-step input row)
   // Routed experts (+ the shared expert when the layer has one): [n_embd, T].
   Tensor* moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o);
   // Expert-indexed product: [N, n_used, T] for x [K, 1 or n_used, T]; ids nullptr = slot i uses
@@ -99,10 +101,12 @@ class Builder {
 
   // The pre-norm residual decoder most models are, from embeddings to logits: per layer
   //   x += self_attention(rms_norm(x, attn_norm)); x += ffn(rms_norm(x, ffn_norm), layer)
-  // with the rows pruned to the wanted outputs before the last layer's residuals.
+  // with the rows pruned to the wanted outputs before the last layer's residuals. A layer with
+  // sandwich norms (attn_post_norm, ffn_post_norm) norms each output before its add; embed_scale
+  // (0: none) multiplies the token embeddings (Gemma's sqrt(n_embd)).
   using LayerAttention = std::function<AttentionOptions(int layer)>;  // empty: default options
   using LayerFfn = std::function<Tensor*(Tensor* normed, const LayerWeights& lw)>;
-  Tensor* pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn);
+  Tensor* pre_norm_decoder(const LayerAttention& attention_options, const LayerFfn& ffn, float embed_scale = 0.0f);
   // The dense SwiGLU FFN of a layer (ffn_gate, ffn_up, ffn_down), as a LayerFfn.
   Tensor* dense_ffn(Tensor* x, const LayerWeights& lw) { return swiglu_ffn(x, lw.ffn_gate, lw.ffn_up, lw.ffn_down); }
 

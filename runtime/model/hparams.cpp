@@ -142,6 +142,8 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
     h.rope.freq_scale = 1.0f / h.rope_scaling_factor;
   read_yarn(r, h);
   h.sliding_window = r.i32("attention.sliding_window", 0, 0);
+  h.swa_pattern = r.i32("attention.sliding_window_pattern", 0, 0, 4096);
+  h.rope_freq_base_swa = r.f32("rope.freq_base_swa", 0.0f);
   KS_RETURN_IF_ERROR(read_moe_mla(r, h));
   if (!r.st.ok()) return r.st;
   if (h.n_head % h.n_head_kv != 0)

@@ -27,6 +27,8 @@ struct HParams {
   float rope_yarn_log_mul = 0;    // rope.scaling.yarn_log_multiplier as stored (0 = absent)
   float rope_attn_factor = 1;     // rope.scaling.attn_factor as stored (folded into rope.attn_factor)
   int32_t sliding_window = 0;     // attention.sliding_window (which layers use it: the model file)
+  int32_t swa_pattern = 0;        // attention.sliding_window_pattern as stored (0 = absent)
+  float rope_freq_base_swa = 0;   // rope.freq_base_swa as stored (0 = absent)
 
   // Mixture of experts (n_expert == 0: dense).
   int32_t n_expert = 0;

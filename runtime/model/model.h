@@ -31,6 +31,8 @@ struct LayerWeights {
   const Tensor *wq_a = nullptr, *q_a_norm = nullptr, *wq_b = nullptr;
   const Tensor *wkv_a_mqa = nullptr, *kv_a_norm = nullptr, *wk_b = nullptr, *wv_b = nullptr;
   const Tensor* ffn_norm = nullptr;
+  // Sandwich norms (Gemma): on the attention's and the FFN's output, before each residual add.
+  const Tensor *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   const Tensor *ffn_gate = nullptr, *ffn_up = nullptr, *ffn_down = nullptr;
   // Mixture of experts: router [n_embd, n_expert] (+ bias), selection bias [n_expert], experts
   // [K, N, n_expert] (+ biases [N, n_expert]), shared expert (dense, added unweighted).

@@ -128,7 +128,11 @@ TEST_CASE("synthetic models: every registered architecture on every backend vs r
           if (backend == "ref" || !create_device(backend).ok()) continue;  // the oracle; no device here
           for (int threads = 1; threads <= (backend == "cpu" ? 4 : 1); ++threads) {
             const double e = nmse(run_model(bytes, backend, threads), want);
-            CHECK_MESSAGE(e < 1e-6, std::string(tiny.name) << " " << std::string(dtype_name(type)) << " " << backend << " x" << threads
+            // Gemma's GEGLU rounds its input to F16 (as llama.cpp's CPU does): a last-bit
+            // difference upstream (a backend's summation order) can cross an F16 rounding
+            // boundary, and the next Q8_0/Q4_0 activation block's scale can move with it.
+            const double tol = std::string(arch->name) == "gemma3" ? 1e-4 : 1e-6;
+            CHECK_MESSAGE(e < tol, std::string(tiny.name) << " " << std::string(dtype_name(type)) << " " << backend << " x" << threads
                                               << ": NMSE " << e);
             char buf[64];
             std::snprintf(buf, sizeof buf, " %s %.3g", backend.c_str(), e);

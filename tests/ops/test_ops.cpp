@@ -61,12 +61,12 @@ TEST_CASE("GET_ROWS: a table in the CPU's grouped layout gives the file layout's
   }
 }
 
-TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, softmax") {
+TEST_CASE("row-wise ops: rms_norm, mul, add, silu, swiglu, geglu, softmax") {
   std::mt19937 rng(2);
   const int64_t shapes[][2] = {{1, 1}, {7, 3}, {64, 5}, {257, 9}, {4096, 2}};
   for (auto& s : shapes) {
     const int64_t K = s[0], R = s[1];
-    for (Op op : {Op::RMS_NORM, Op::MUL, Op::ADD, Op::SILU, Op::SWIGLU, Op::SOFTMAX}) {
+    for (Op op : {Op::RMS_NORM, Op::MUL, Op::ADD, Op::SILU, Op::SWIGLU, Op::GEGLU, Op::SOFTMAX}) {
       for (bool broadcast : {false, true}) {
         if (broadcast && op != Op::MUL && op != Op::ADD) continue;
         Case c;
@@ -155,10 +155,11 @@ TEST_CASE("ADD -> RMS_NORM -> MUL chains, fused on CUDA: broadcasts, in place, o
 }
 
 // The SIMD SILU/SWIGLU use their own exp: check it far from zero too, where exp over- and
-// underflows (|x| up to 120) and where the polynomial's range reduction matters.
-TEST_CASE("silu, swiglu: wide argument range") {
+// underflows (|x| up to 120) and where the polynomial's range reduction matters (and GEGLU's
+// tanh, saturated there).
+TEST_CASE("silu, swiglu, geglu: wide argument range") {
   std::mt19937 rng(21);
-  for (Op op : {Op::SILU, Op::SWIGLU}) {
+  for (Op op : {Op::SILU, Op::SWIGLU, Op::GEGLU}) {
     for (float scale : {8.0f, 120.0f}) {
       Case c;
       c.name = std::string(op_name(op)) + " scale " + std::to_string(scale);

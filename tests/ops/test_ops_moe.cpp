@@ -348,15 +348,15 @@ TEST_CASE("MATMUL and MATMUL_ID: tensor-core tiles on wgmma (KESTREL_CUDA_WGMMA=
   }
 }
 
-// A gate (SWIGLU, SWIGLU_OAI) whose output an integer-code matmul reads next: CUDA writes the
+// A gate (SWIGLU, GEGLU, SWIGLU_OAI) whose output an integer-code matmul reads next: CUDA writes the
 // matmul's int8 input in the gate's kernel (elementwise.cu). The matmul's output must be the bits
 // of the same graph with an unrelated node between the two (no fusion): dense MATMUL of 3 and 12
 // rows (GEMV, tensor cores), MATMUL_ID of 2 slots x 3 tokens, Q4_0 (Q8_0 input) and Q4_K (Q8_K).
-TEST_CASE("SWIGLU and SWIGLU_OAI feeding an integer matmul: the fused quantization gives the same bits") {
+TEST_CASE("SWIGLU, GEGLU and SWIGLU_OAI feeding an integer matmul: the fused quantization gives the same bits") {
   for (DType wt : {DType::Q4_0, DType::Q4_K}) {
     const int64_t K = wt == DType::Q4_K ? 512 : 96, N = 24, E = 3;
     for (int shape = 0; shape < 3; ++shape) {
-      for (Op gate : {Op::SWIGLU, Op::SWIGLU_OAI}) {
+      for (Op gate : {Op::SWIGLU, Op::GEGLU, Op::SWIGLU_OAI}) {
         const bool id = shape == 2;
         const int64_t slots = id ? 2 : 1, T = shape == 1 ? 12 : 3;
         std::vector<float> outs[2];

@@ -62,6 +62,12 @@ const std::vector<Preset>& presets() {
         {"rope.freq_base", f(150000.0f)}, {"rope.scaling.type", Value::make_string("yarn")},
         {"rope.scaling.factor", f(32.0f)}, {"rope.scaling.original_context_length", u(4096)},
         {"attention.layer_norm_rms_epsilon", f(1e-5f)}}},
+      {"gemma-3-4b", "gemma3", 262208,
+       {{"context_length", u(131072)}, {"embedding_length", u(2560)}, {"block_count", u(34)},
+        {"feed_forward_length", u(10240)}, {"attention.head_count", u(8)}, {"attention.head_count_kv", u(4)},
+        {"attention.key_length", u(256)}, {"attention.value_length", u(256)}, {"attention.sliding_window", u(1024)},
+        {"rope.freq_base", f(1000000.0f)}, {"rope.scaling.type", Value::make_string("linear")},
+        {"rope.scaling.factor", f(8.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
   };
   return p;
 }
