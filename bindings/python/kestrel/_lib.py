@@ -96,6 +96,7 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "kestrel_reply_parser_grammar": (S.c_enum, [c_void_p, _P(c_char), c_size_t, _P(c_size_t)]),
     "kestrel_reply_parser_push": (S.c_enum, [c_void_p, _P(c_char), c_size_t, c_bool, _P(c_char), c_size_t, _P(c_size_t)]),
     "kestrel_reply_parser_free": (None, [c_void_p]),
+    "kestrel_reply_parser_show_markers": (S.c_enum, [c_void_p, c_void_p]),
     # context
     "kestrel_context_options_init": (None, [_P(S.ContextOptions)]),
     "kestrel_context_new": (S.c_enum, [_model, _P(S.ContextOptions), _P(c_void_p)]),
@@ -120,6 +121,7 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "kestrel_sampler_sample": (S.c_enum, [c_void_p, _P(c_float), c_int32, _P(S.c_token)]),
     "kestrel_sampler_accept": (None, [c_void_p, S.c_token]),
     "kestrel_sampler_reset": (None, [c_void_p]),
+    "kestrel_sampler_set_grammar": (S.c_enum, [c_void_p, _model, c_char_p, c_char_p, c_void_p]),
     # speculative decoding, generate
     "kestrel_spec_options_init": (None, [_P(S.SpecOptions)]),
     "kestrel_generate_options_init": (None, [_P(S.GenerateOptions)]),

@@ -13,6 +13,7 @@ from .errors import check
 
 if TYPE_CHECKING:
     from .model import Model
+    from .reply import ReplyParser
 
 
 class Detokenizer:
@@ -49,6 +50,12 @@ class Detokenizer:
     def push(self, token: int) -> str:
         """Adds ``token``; returns the text completed by it (possibly "")."""
         return self._call("kestrel_detokenizer_push", int(token))
+
+    def show_markers(self, reply: "ReplyParser") -> None:
+        """Shows the chat family's marker tokens of ``reply`` (a ``ReplyParser``) in the text, as a
+        request carrying that parser does (``kestrel_reply_parser_show_markers``)."""
+        with self._owned.use() as ptr:
+            check(lib().kestrel_reply_parser_show_markers(reply.ptr, ptr))
 
     def flush(self) -> str:
         """Returns what is left (an incomplete UTF-8 tail as U+FFFD) and resets."""

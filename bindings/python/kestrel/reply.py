@@ -78,7 +78,7 @@ class ReplyParser:
         return json.loads(out.raw[: n.value].decode("utf-8"))
 
     def close(self) -> None:
-        if self.ptr:
+        if getattr(self, "ptr", None):  # (absent when __init__ failed)
             lib().kestrel_reply_parser_free(self.ptr)
             self.ptr = None
 

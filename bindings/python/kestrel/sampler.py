@@ -105,9 +105,19 @@ class Sampler:
             lib().kestrel_sampler_accept(p, int(token))
 
     def reset(self) -> None:
-        """Forgets the recorded tokens."""
+        """Forgets the recorded tokens (a grammar keeps its state)."""
         with self._owned.use() as p:
             lib().kestrel_sampler_reset(p)
+
+    def set_grammar(
+        self, model: Any, grammar: Optional[str] = None, json_schema: Optional[str] = None, reply: Any = None
+    ) -> None:
+        """From the next sample on, only tokens of ``model``'s vocabulary that a GBNF ``grammar``
+        or a ``json_schema`` (text) allows, or ``reply``'s forced tool call (a ``ReplyParser``);
+        nothing given: unconstrained again (``kestrel_sampler_set_grammar``)."""
+        enc = lambda s: None if s is None else s.encode("utf-8")  # noqa: E731
+        with model._use() as mp, self._owned.use() as p:
+            check(lib().kestrel_sampler_set_grammar(p, mp, enc(grammar), enc(json_schema), reply.ptr if reply else None))
 
     def close(self) -> None:
         """Frees the sampler (idempotent)."""

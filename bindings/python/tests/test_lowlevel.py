@@ -3,6 +3,7 @@ one Context per thread."""
 
 from __future__ import annotations
 
+import json
 import threading
 import unittest
 from array import array
@@ -68,6 +69,41 @@ class ContextTest(unittest.TestCase):
         ctx.close()
         with self.assertRaises(kestrel.KestrelError):
             ctx.logits()
+
+    def test_sampler_grammar_in_a_hand_written_loop(self) -> None:
+        m = shared_stories()
+        schema = '{"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}}, "required": ["mood"], ' \
+                 '"additionalProperties": false}'
+        with m.context(n_ctx=256, n_threads=1) as ctx, kestrel.Sampler(temperature=1.0, seed=5) as s:
+            def loop(n: int) -> str:
+                ctx.kv_clear()
+                ctx.decode(m.tokenize(PROMPT))
+                d = m.detokenizer()
+                text = ""
+                for _ in range(n):
+                    tok = s.sample_context(ctx)
+                    if m.is_eog(tok):
+                        break
+                    text += d.push(tok)
+                    ctx.decode([tok])
+                return text + d.flush()
+            s.set_grammar(m, json_schema=schema)
+            self.assertIn(json.loads(loop(64)), [{"mood": "happy"}, {"mood": "sad"}])
+            s.set_grammar(m)  # unconstrained again: the stories model writes prose
+            self.assertRaises(ValueError, json.loads, loop(16))
+            with self.assertRaises(kestrel.KestrelError):
+                s.set_grammar(m, json_schema='{"type": "string", "pattern": "a+"}')
+            # A reply parser forcing a call: the loop's text is the family's call.
+            tmpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" \
+                   "{% if tools %}<tools>{{ tools | tojson }}</tools>{% endif %}<|im_start|>assistant\n"
+            tools = [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}]
+            with m._use() as ptr, kestrel.ReplyParser(ptr, "", tools, "required", template=tmpl) as p:
+                s.set_grammar(m, reply=p)
+                d = m.detokenizer()
+                d.show_markers(p)
+                text = loop(120)
+                self.assertTrue(text.lstrip().startswith("<tool_call>"), text)
 
     def test_batch_rows_positions_and_sequences(self) -> None:
         m = shared_stories()
