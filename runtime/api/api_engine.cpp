@@ -121,17 +121,11 @@ kestrel_status kestrel_submit(kestrel_engine* engine, const kestrel_request* req
                                                                 &spec.stop_strings);
     if (!stops.ok()) return fail(stops);
     const kestrel::Tokenizer& tok = engine->sched->model().tokenizer();
-    const kestrel::Status gst = kestrel::api::to_grammar("kestrel_submit", r.grammar, r.json_schema, tok, &spec.grammar);
+    // A chat family: its markers shown, its grammar (a forced tool call) enforced.
+    if (r.reply) spec.render_tokens = kestrel::chat_marker_tokens(r.reply->syntax, tok);
+    const kestrel::Status gst = kestrel::api::to_grammar("kestrel_submit", r.grammar, r.json_schema, r.reply,
+                                                         spec.render_tokens, tok, &spec.grammar);
     if (!gst.ok()) return fail(gst);
-    if (r.reply) {  // a chat family: its markers shown, its grammar (a forced tool call) enforced
-      spec.render_tokens = kestrel::chat_marker_tokens(r.reply->syntax, tok);
-      if (!r.reply->grammar.empty()) {
-        KS_API_CHECK_ARG(!spec.grammar, "kestrel_submit", "reply forces a tool call: grammar and json_schema must be NULL");
-        auto m = kestrel::make_grammar_matcher(r.reply->grammar, tok, spec.render_tokens);
-        if (!m.ok()) return fail(m.status());
-        spec.grammar = std::move(m.value());
-      }
-    }
     void* user = r.user;
     if (r.on_token) {
       kestrel_token_fn fn = r.on_token;

@@ -41,6 +41,18 @@ Status to_grammar(const char* fn, const char* grammar, const char* json_schema, 
   *out = std::move(m.value());
   return Status::Ok();
 }
+
+Status to_grammar(const char* fn, const char* grammar, const char* json_schema, const kestrel_reply_parser* reply,
+                  const std::vector<int32_t>& markers, const Tokenizer& tok, std::shared_ptr<GrammarMatcher>* out) {
+  KS_RETURN_IF_ERROR(to_grammar(fn, grammar, json_schema, tok, out));
+  if (!reply || reply->grammar.empty()) return Status::Ok();
+  if (*out)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(fn) + ": reply forces a tool call: grammar and json_schema must be NULL");
+  auto m = make_grammar_matcher(reply->grammar, tok, markers);
+  KS_RETURN_IF_ERROR(m.status());
+  *out = std::move(m.value());
+  return Status::Ok();
+}
 }  // namespace kestrel::api
 
 extern "C" {

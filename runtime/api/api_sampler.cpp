@@ -117,14 +117,9 @@ kestrel_status kestrel_sampler_set_grammar(kestrel_sampler* s, const kestrel_mod
     KS_API_CHECK_ARG(s && model, fn, "sampler and model must not be NULL");
     const kestrel::Tokenizer& tok = model->model->tokenizer();
     std::shared_ptr<kestrel::GrammarMatcher> m;
-    const kestrel::Status st = kestrel::api::to_grammar(fn, grammar, json_schema, tok, &m);
+    const std::vector<int32_t> markers = reply ? kestrel::chat_marker_tokens(reply->syntax, tok) : std::vector<int32_t>{};
+    const kestrel::Status st = kestrel::api::to_grammar(fn, grammar, json_schema, reply, markers, tok, &m);
     if (!st.ok()) return fail(st);
-    if (reply && !reply->grammar.empty()) {  // as kestrel_submit: a forced tool call, its markers allowed
-      KS_API_CHECK_ARG(!m, fn, "reply forces a tool call: grammar and json_schema must be NULL");
-      auto r = kestrel::make_grammar_matcher(reply->grammar, tok, kestrel::chat_marker_tokens(reply->syntax, tok));
-      if (!r.ok()) return fail(r.status());
-      m = std::move(r.value());
-    }
     s->sampler->set_grammar(std::move(m));
     return KESTREL_OK;
   });

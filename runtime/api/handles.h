@@ -57,6 +57,10 @@ Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::ve
 // The matcher of a grammar or a JSON schema (at most one; both NULL: *out stays null).
 Status to_grammar(const char* fn, const char* grammar, const char* json_schema, const Tokenizer& tok,
                   std::shared_ptr<GrammarMatcher>* out);
+// The same, or the grammar of a forced tool call when reply has one (markers: its family's marker
+// tokens, allowed as their text); a forced call beside a grammar or a schema is an error naming fn.
+Status to_grammar(const char* fn, const char* grammar, const char* json_schema, const kestrel_reply_parser* reply,
+                  const std::vector<int32_t>& markers, const Tokenizer& tok, std::shared_ptr<GrammarMatcher>* out);
 // The chat template a call uses: the caller's, else the model's GGUF key, else the fallback.
 std::string chat_template_source(const kestrel_model* model, const kestrel_chat_options& o);
 }
