@@ -118,6 +118,11 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
   h.arch = arch;
   h.n_embd = r.i32("embedding_length", -1);
   h.n_layer = r.i32("block_count", -1, 1, 4096);
+  // block_count counts the multi-token-prediction blocks that follow the model's own (GLM-4.5).
+  if (r.st.ok()) {
+    h.n_layer_nextn = r.i32("nextn_predict_layers", 0, 0, h.n_layer - 1);
+    h.n_layer -= h.n_layer_nextn;
+  }
   h.n_ctx_train = r.i32("context_length", 2048, 1, limits::kMaxCtx);  // the default n_ctx: capped as one
   h.n_ff = r.i32("feed_forward_length", 0, 0);
   h.n_head = r.i32("attention.head_count", -1, 1, 4096);

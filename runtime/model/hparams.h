@@ -14,7 +14,8 @@ struct HParams {
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
   int32_t n_embd = 0;
-  int32_t n_layer = 0;
+  int32_t n_layer = 0;        // blocks run: block_count less the trailing NextN blocks
+  int32_t n_layer_nextn = 0;  // nextn_predict_layers (GLM-4.5's MTP blocks): bound, not run
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;  // attention.key_length, default n_embd / n_head

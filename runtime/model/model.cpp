@@ -147,12 +147,19 @@ Expected<const Tensor*> Model::require(const std::string& pattern, std::vector<i
 
 namespace {
 
-// Parameters and bytes of the experts a token does not use: of every expert tensor ([K, N,
-// n_expert] matrices, [N, n_expert] biases), the share (n_expert - n_used) / n_expert.
+// Parameters and bytes a token does not read: of every expert tensor ([K, N, n_expert]
+// matrices, [N, n_expert] biases), the share (n_expert - n_used) / n_expert; all of the NextN
+// blocks (block index >= n_layer), which the forward pass skips.
 std::pair<uint64_t, uint64_t> unused_expert_share(const gguf::File& f, const HParams& h) {
   uint64_t params = 0, bytes = 0;
-  if (h.n_expert <= 0) return {0, 0};
   for (const gguf::TensorInfo& ti : f.tensors()) {
+    int blk = -1;
+    if (h.n_layer_nextn > 0 && std::sscanf(ti.name.c_str(), "blk.%d.", &blk) == 1 && blk >= h.n_layer) {
+      params += static_cast<uint64_t>(ti.n_elements());
+      bytes += ti.nbytes;
+      continue;
+    }
+    if (h.n_expert <= 0) continue;
     const int64_t e = ti.n_dims >= 3 ? ti.ne[2] : ti.ne[1];
     if (ti.name.find("_exps.") == std::string::npos || e != h.n_expert) continue;
     params += static_cast<uint64_t>(ti.n_elements()) / h.n_expert * (h.n_expert - h.n_expert_used);
@@ -195,6 +202,7 @@ std::string Model::describe_json() const {
                        {"freq_base", h.rope.freq_base}, {"freq_scale", h.rope.freq_scale},
                        {"scaling_type", h.rope_scaling_type}}}};
   if (h.sliding_window > 0) hp["sliding_window"] = h.sliding_window;
+  if (h.n_layer_nextn > 0) hp["n_layer_nextn"] = h.n_layer_nextn;  // after n_layer, not run
   if (h.n_expert > 0)
     hp["moe"] = {{"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}, {"n_ff_exp", h.n_ff_exp},
                  {"n_expert_shared", h.n_expert_shared}, {"n_layer_dense_lead", h.n_layer_dense_lead},

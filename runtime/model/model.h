@@ -42,12 +42,20 @@ struct LayerWeights {
   const Tensor *ffn_gate_shexp = nullptr, *ffn_up_shexp = nullptr, *ffn_down_shexp = nullptr;
 };
 
+// A multi-token-prediction block (GLM-4.5's NextN): a decoder block fed eh_proj of the
+// normed embedding of the next token (enorm) beside the normed hidden state (hnorm).
+struct NextNWeights {
+  LayerWeights block;
+  const Tensor *eh_proj = nullptr, *enorm = nullptr, *hnorm = nullptr, *shared_head_norm = nullptr;
+};
+
 struct ModelWeights {
   const Tensor* tok_embd = nullptr;
   const Tensor* output_norm = nullptr;
   const Tensor* output = nullptr;  // tok_embd when tied
   const Tensor* rope_freqs = nullptr;
   std::vector<LayerWeights> layers;
+  std::vector<NextNWeights> nextn;  // bound for a later MTP drafter; the forward pass skips them
 };
 
 struct ModelLoadOptions {

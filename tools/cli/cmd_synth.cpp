@@ -68,6 +68,16 @@ const std::vector<Preset>& presets() {
         {"attention.key_length", u(256)}, {"attention.value_length", u(256)}, {"attention.sliding_window", u(1024)},
         {"rope.freq_base", f(1000000.0f)}, {"rope.scaling.type", Value::make_string("linear")},
         {"rope.scaling.factor", f(8.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      // 46 layers (1 dense, 45 MoE) + 1 NextN block; 106B parameters, 12B active.
+      {"glm-4.5-air", "glm4moe", 151552,
+       {{"context_length", u(131072)}, {"embedding_length", u(4096)}, {"block_count", u(47)},
+        {"feed_forward_length", u(10944)}, {"attention.head_count", u(96)}, {"attention.head_count_kv", u(8)},
+        {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"rope.dimension_count", u(64)},
+        {"expert_count", u(128)}, {"expert_used_count", u(8)}, {"expert_feed_forward_length", u(1408)},
+        {"expert_shared_count", u(1)}, {"leading_dense_block_count", u(1)}, {"nextn_predict_layers", u(1)},
+        {"expert_gating_func", u(2)}, {"expert_weights_norm", Value::make_bool(true)},
+        {"expert_weights_scale", f(1.0f)}, {"rope.freq_base", f(1000000.0f)},
+        {"attention.layer_norm_rms_epsilon", f(1e-5f)}}},
   };
   return p;
 }
