@@ -237,6 +237,9 @@ class CudaExecutor final : public Executor {
       case Op::ROUTER: return run_router(n, stream_);
       case Op::MOE_SUM: return run_moe_sum(n, stream_);
       case Op::TOP_K: return run_top_k(n, stream_);
+      case Op::RELU_SQR:
+      case Op::SSM_CONV:
+      case Op::SSM_SCAN: return run_ssm(n, stream_);
       case Op::COUNT: break;
     }
     return Error(KESTREL_ERR_INTERNAL, "cuda: no kernel");
@@ -351,6 +354,8 @@ class CudaDevice final : public Device {
         return n.src[0]->type == DType::F32 && n.dst->type == DType::F32 && n.src[1]->type == DType::I32 &&
                (!n.src[2] || n.src[2]->type == DType::F32);
       case Op::TOP_K: return top_k_supported(n);
+      case Op::SSM_CONV:
+      case Op::SSM_SCAN: return ssm_supported(n);
       case Op::COUNT: return false;
       default: return all_f32(n);
     }

@@ -103,6 +103,9 @@ Status run_attention_flash(const Node& n, Stream& s);
 Status run_router(const Node& n, Stream& s);
 Status run_matmul(const Node& n, Stream& s);     // MATMUL and MATMUL_ID
 Status run_top_k(const Node& n, Stream& s);
+// SSM_CONV, SSM_SCAN and RELU_SQR (ssm.cu); the SSM ops' types: F32 but for the I32 batch.
+Status run_ssm(const Node& n, Stream& s);
+bool ssm_supported(const Node& n);
 bool top_k_supported(const Node& n);
 
 // The integer-dot GEMV (gemv_q8.cu): MATMUL of at most kMaxCols columns, and MATMUL_ID, for the

@@ -203,6 +203,8 @@ int64_t parallel_items(const Node& n) {
     case Op::KV_STORE: return n.src[1]->ne[1];
     case Op::ATTENTION: return n.src[0]->ne[1] * n.src[0]->ne[2];
     case Op::MATMUL: return n.dst->ne[1];
+    case Op::SSM_CONV:
+    case Op::SSM_SCAN: return n.dst->ne[0];
     default: return n.dst->n_rows();
   }
 }
@@ -231,6 +233,9 @@ void run_items(const Node& n, int64_t i0, int64_t i1) {
     case Op::SWIGLU_OAI: return swiglu_oai(n, i0, i1);
     case Op::CONCAT: return concat(n, i0, i1);
     case Op::TOP_K: return top_k(n, i0, i1);
+    case Op::RELU_SQR: return relu_sqr(n, i0, i1);
+    case Op::SSM_CONV: return ssm_conv(n, i0, i1);
+    case Op::SSM_SCAN: return ssm_scan(n, i0, i1);
     case Op::MATMUL_ID:
     case Op::MATMUL:
     case Op::COUNT: return;

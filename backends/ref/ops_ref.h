@@ -43,6 +43,12 @@ void matmul_id(const Node& n);
 // The expert of (slot, token) of a MATMUL_ID node (the slot itself when it has no ids).
 int32_t expert_of(const Node& n, int64_t slot, int64_t t);
 
+// Mamba-2 ops (ops_ssm_ref.cpp). Items: channels for SSM_CONV, (head, dim) state rows for
+// SSM_SCAN, rows for RELU_SQR.
+void ssm_conv(const Node& n, int64_t c0, int64_t c1);
+void ssm_scan(const Node& n, int64_t r0, int64_t r1);
+void relu_sqr(const Node& n, int64_t r0, int64_t r1);
+
 // Per-row helpers shared with the CPU backend.
 void rope_row(const float* src, float* dst, int64_t head_dim, int32_t pos, const float* freq_factors,
               const RopeParams& p);

@@ -14,11 +14,12 @@ namespace {
 // The KV cache's bytes (64-bit, saturating) against the memory of a host backend: a context that
 // cannot fit is refused before anything is allocated, naming where n_ctx came from.
 Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name,
-                       DType kv_type) {
+                       DType kv_type, int32_t n_seq) {
   if (!device.info().host_memory) return Status::Ok();  // device memory: its allocator says
   const uint64_t per_token = layout.bytes_per_token(dtype_info(kv_type).type_size);
-  const uint64_t need = limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
-                                        limits::mul_sat(8, static_cast<uint64_t>(n_ctx)));  // positions, tokens
+  const uint64_t need = limits::add_sat(limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
+                                                        limits::mul_sat(8, static_cast<uint64_t>(n_ctx))),  // positions, tokens
+                                        limits::mul_sat(layout.state_bytes_per_seq(), static_cast<uint64_t>(n_seq)));
   const uint64_t have = limits::physical_memory();
   if (have == 0 || need <= have) return Status::Ok();
   return Error(KESTREL_ERR_OUT_OF_MEMORY, "context: " + n_ctx_name + " = " + std::to_string(n_ctx) + " needs a KV cache of " +
@@ -57,7 +58,7 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   if (opts.kv_type != DType::F16 && opts.kv_type != DType::F32 && opts.kv_type != DType::F8_E4M3)
     return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: kv_type ") + dtype_name(opts.kv_type) +
                                                    " is not a KV cache type (f16, f32 or f8_e4m3)");
-  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name, opts.kv_type));
+  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name, opts.kv_type, c->opts_.n_seq_max));
   auto executor = model.device().create_executor(threads);
   if (!executor.ok()) return Error(executor.status().code(), "context: " + executor.status().message());
   c->executor_ = std::move(executor.value());
@@ -67,6 +68,8 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   ko.k_rows = layout.k_rows;
   ko.v_rows = layout.v_rows;
   ko.v_in_k = layout.v_in_k;
+  ko.conv_rows = layout.conv_rows;
+  ko.ssm_rows = layout.ssm_rows;
   ko.type = opts.kv_type;
   auto kv = KvCache::create(ko, model.device());
   if (!kv.ok()) return kv.status();

@@ -53,6 +53,9 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
     batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
     std::unique_ptr<bool[]> want(new bool[batch.size()]);
     for (size_t i = 0; i < batch.size(); ++i) want[i] = true;
+    // Recurrent layers cannot drop rejected drafts: checkpoint, and replay what stays (below).
+    const bool rollback = ctx.kv().recurrent() && !draft.tokens.empty();
+    if (rollback) KS_RETURN_IF_ERROR(ctx.kv().checkpoint(0));
     KS_RETURN_IF_ERROR(ctx.decode({.tokens = batch, .want_logits = {want.get(), batch.size()}, .top_k = top_k}));
     rows.clear();
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -61,8 +64,16 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
       rows.push_back(row.value());
     }
     KS_RETURN_IF_ERROR(verify(sampler, rows, draft, &vr, o.rule));
-    // Rejected drafts leave the cache: it keeps the history and the accepted drafts.
-    KS_RETURN_IF_ERROR(ctx.kv().seq_remove(0, static_cast<int32_t>(history.size()) + vr.n_accepted, -1));
+    // Rejected drafts leave the cache: it keeps the history and the accepted drafts. A recurrent
+    // state goes back to its checkpoint and decodes the kept tokens again (their logits are known).
+    if (rollback && vr.n_accepted < static_cast<int32_t>(draft.tokens.size())) {
+      KS_RETURN_IF_ERROR(ctx.kv().seq_remove(0, static_cast<int32_t>(history.size()) - 1, -1));
+      const std::span<const int32_t> kept(batch.data(), static_cast<size_t>(1 + vr.n_accepted));
+      for (size_t i = 0; i < kept.size(); ++i) want[i] = i + 1 == kept.size();
+      KS_RETURN_IF_ERROR(ctx.decode({.tokens = kept, .want_logits = {want.get(), kept.size()}, .top_k = top_k}));
+    } else {
+      KS_RETURN_IF_ERROR(ctx.kv().seq_remove(0, static_cast<int32_t>(history.size()) + vr.n_accepted, -1));
+    }
     if (!draft.tokens.empty()) {
       ++res->spec.steps;
       res->spec.drafted += static_cast<int32_t>(draft.tokens.size());

@@ -31,6 +31,10 @@ struct Scheduler::Request {
   std::unique_ptr<Sampler> draft_sampler;
   DraftLength len;
   Draft draft;
+  // A model with recurrent layers cannot drop rejected drafts from its state: it goes back to the
+  // checkpoint taken before the step, and these tokens (the step's token and the accepted drafts)
+  // are decoded again, without logits, ahead of the next token (which then does not speculate).
+  std::vector<int32_t> replay;
   Request(RequestSpec s, const Tokenizer& tok)
       : spec(std::move(s)), sampler(spec.sampling), detok(tok, false), input(spec.prompt), stops(spec.stop_strings),
         history(spec.prompt), len(spec.speculative.k_max) {
@@ -271,6 +275,7 @@ bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
   v->input = v->spec.prompt;
   v->input.insert(v->input.end(), v->generated.begin(), v->generated.end());
   v->n_past = 0;
+  v->replay.clear();
   std::lock_guard<std::mutex> lock(mu_);
   waiting_.push_front(v);
   ++n_preempted_;
@@ -284,7 +289,7 @@ void Scheduler::draft_all() {
   std::vector<Request*> model_owners;
   for (auto& r : running_) {
     r->draft.clear();
-    if (!r->drafter || !r->decoding()) continue;
+    if (!r->drafter || !r->decoding() || !r->replay.empty()) continue;
     const int32_t k = std::min(r->len.k, r->spec.max_tokens - static_cast<int32_t>(r->generated.size()) - 1);
     if (k <= 0) continue;
     const DraftRequest req{.seq = r->seq, .history = r->history, .k = k, .sampler = r->draft_sampler.get()};
@@ -330,13 +335,23 @@ bool Scheduler::step() {
     // Every decoding request's next token (and its draft) first, then prompt chunks in
     // admission order.
     for (auto& r : running_) {
-      if (!r->decoding() || budget == 0) continue;
-      if (!with_drafts) r->draft.clear();
+      const int32_t n_replay = static_cast<int32_t>(r->replay.size());
+      if (!r->decoding() || budget <= n_replay) continue;
+      if (!with_drafts || n_replay > 0) r->draft.clear();
+      for (int32_t i = 0; i < n_replay; ++i) {
+        tokens.push_back(r->replay[static_cast<size_t>(i)]);
+        pos.push_back(r->n_past + i);
+        seqs.push_back(r->seq);
+        want.push_back(false);
+        row_req.push_back(nullptr);
+        row_decodes.push_back(0);
+      }
+      budget -= n_replay;
       if (static_cast<int32_t>(r->draft.tokens.size()) > budget - 1) r->draft.tokens.resize(static_cast<size_t>(budget - 1));
       if (!r->draft.q.empty()) r->draft.q.resize(r->draft.tokens.size());
       for (size_t i = 0; i <= r->draft.tokens.size(); ++i) {
         tokens.push_back(i == 0 ? r->generated.back() : r->draft.tokens[i - 1]);
-        pos.push_back(r->n_past + static_cast<int32_t>(i));
+        pos.push_back(r->n_past + n_replay + static_cast<int32_t>(i));
         seqs.push_back(r->seq);
         want.push_back(true);
         row_req.push_back(i == 0 ? r.get() : nullptr);
@@ -372,6 +387,13 @@ bool Scheduler::step() {
     }
   }
   if (tokens.empty()) return true;
+  if (ctx_->kv().recurrent()) {  // what a rejected draft rolls back to
+    for (auto& r : running_) {
+      if (!r->decoding() || r->draft.tokens.empty()) continue;
+      const Status cs = ctx_->kv().checkpoint(r->seq);
+      if (!cs.ok()) r->draft.clear();  // no room for checkpoints: no speculation (its row stays)
+    }
+  }
   std::unique_ptr<bool[]> want_arr(new bool[want.size()]);
   for (size_t i = 0; i < want.size(); ++i) want_arr[i] = want[i];
   const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
@@ -384,7 +406,13 @@ bool Scheduler::step() {
   }
   // Bookkeeping, then sampling (or verification) in batch order.
   for (auto& r : running_) {
-    if (r->decoding()) continue;  // decoding requests advance by what verification keeps
+    if (r->decoding()) {  // decoding requests advance by their replay and what verification keeps
+      if (!r->replay.empty() && std::count(seqs.begin(), seqs.end(), r->seq) > 0) {
+        r->n_past += static_cast<int32_t>(r->replay.size());
+        r->replay.clear();
+      }
+      continue;
+    }
     r->n_past += static_cast<int32_t>(std::count(seqs.begin(), seqs.end(), r->seq));
   }
   for (size_t i = 0; i < row_req.size(); ++i) {
@@ -431,8 +459,14 @@ void Scheduler::verify_drafts(Request& r, int32_t first_row) {
   VerifyResult vr;
   Status st = verify(r.sampler, rows, r.draft, &vr);
   if (!st.ok()) return finish(r, FinishReason::Error, st);
-  r.n_past += 1 + vr.n_accepted;
-  st = ctx_->kv().seq_remove(r.seq, r.n_past, -1);
+  if (ctx_->kv().recurrent() && vr.n_accepted < static_cast<int32_t>(k)) {
+    st = ctx_->kv().seq_remove(r.seq, r.n_past, -1);  // back to the checkpoint: replay what stays
+    r.replay.assign(1, r.generated.back());
+    r.replay.insert(r.replay.end(), r.draft.tokens.begin(), r.draft.tokens.begin() + vr.n_accepted);
+  } else {
+    r.n_past += 1 + vr.n_accepted;
+    st = ctx_->kv().seq_remove(r.seq, r.n_past, -1);
+  }
   if (!st.ok()) return finish(r, FinishReason::Error, st);
   if (k > 0) {
     ++r.result.spec.steps;

@@ -207,7 +207,7 @@ KESTREL_API kestrel_status kestrel_decode(kestrel_context *ctx, const kestrel_ba
 /* Logits of batch row i of the last decode (i < 0 counts from the end); valid until the next decode on ctx. */
 KESTREL_API kestrel_status kestrel_get_logits(kestrel_context *ctx, int32_t i, const float **logits, int32_t *n_vocab);
 
-/* KV cache sequence operations. p1 < 0 means "to the end". */
+/* KV cache sequence operations; p1 < 0: to the end. Recurrent (SSM) layers: whole sequences only, else UNSUPPORTED. */
 KESTREL_API kestrel_status kestrel_kv_seq_remove(kestrel_context *ctx, int32_t seq, int32_t p0, int32_t p1);
 KESTREL_API kestrel_status kestrel_kv_seq_copy(kestrel_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 KESTREL_API kestrel_status kestrel_kv_seq_keep(kestrel_context *ctx, int32_t seq);

@@ -50,7 +50,21 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Device& dev
   };
   if (o.v_rows.size() != o.k_rows.size())
     return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: K and V layouts have different layer counts");
+  const bool recurrent = !o.conv_rows.empty();
+  if (recurrent) {
+    if (o.conv_rows.size() != o.k_rows.size() || o.ssm_rows.size() != o.k_rows.size())
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: recurrent and K/V layouts have different layer counts");
+    auto st = RecurrentState::create(o.conv_rows, o.ssm_rows, o.n_seq_max, device);
+    if (!st.ok()) return st.status();
+    c->state_ = std::move(st.value());
+    c->ckpt_pos_.assign(static_cast<size_t>(o.n_seq_max), -1);
+  }
   for (size_t l = 0; l < o.k_rows.size(); ++l) {
+    if (o.k_rows[l] == 0 && o.v_rows[l] == 0) {  // a layer without attention (hybrid models): no K/V
+      c->k_.emplace_back();
+      c->v_.emplace_back();
+      continue;
+    }
     if (o.k_rows[l] <= 0 || o.v_rows[l] <= 0 || (o.v_in_k && o.v_rows[l] > o.k_rows[l]))
       return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: layer " + std::to_string(l) + " has K rows " +
                                                      std::to_string(o.k_rows[l]) + ", V rows " + std::to_string(o.v_rows[l]));
@@ -132,6 +146,7 @@ void KvCache::copy_cells(int32_t from, int32_t to, int32_t n) {
     if (!st.ok() && device_error_.ok()) device_error_ = Error(st.code(), "KV cache: block copy: " + st.message());
   };
   for (size_t l = 0; l < k_.size(); ++l) {
+    if (!k_[l].data) continue;  // a recurrent layer
     copy_rows(k_[l]);
     if (v_[l].data != k_[l].data) copy_rows(v_[l]);
   }
@@ -243,7 +258,8 @@ void KvCache::pack_attention_batch(std::span<const int32_t> pos, std::span<const
 }
 
 int32_t KvCache::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
-  if (seq < 0 || seq >= n_seq_max_ || !tables_[static_cast<size_t>(seq)].empty()) return 0;
+  // A recurrent state summarises a whole prefix; none is kept per block, so none is shared.
+  if (state_ || seq < 0 || seq >= n_seq_max_ || !tables_[static_cast<size_t>(seq)].empty()) return 0;
   ++prefix_queries_;
   prefix_query_tokens_ += static_cast<int64_t>(tokens.size());
   const int32_t B = block_size_, n = static_cast<int32_t>(tokens.size());
@@ -268,10 +284,47 @@ int32_t KvCache::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
   return hit;
 }
 
+Status KvCache::checkpoint(int32_t seq) {
+  if (!state_) return Status::Ok();
+  if (seq < 0 || seq >= n_seq_max_)
+    return Error(KESTREL_ERR_OUT_OF_RANGE, "KV checkpoint: sequence id " + std::to_string(seq) + " outside [0, " +
+                                               std::to_string(n_seq_max_) + ")");
+  KS_RETURN_IF_ERROR(state_->save(seq));
+  ckpt_pos_[static_cast<size_t>(seq)] = seq_pos_max(seq) + 1;
+  return Status::Ok();
+}
+
+Status KvCache::remove_states(int32_t seq, int32_t p0, int32_t p1, bool apply) {
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    if (seq >= 0 && s != seq) continue;
+    const int32_t last = seq_pos_max(s);
+    if (last < 0 || p0 > last || p1 <= 0) continue;  // none of its tokens go
+    if (p0 == 0 && p1 > last) {  // all of them
+      if (apply) {
+        KS_RETURN_IF_ERROR(state_->zero(s));
+        ckpt_pos_[static_cast<size_t>(s)] = -1;
+      }
+      continue;
+    }
+    const int32_t ck = ckpt_pos_[static_cast<size_t>(s)];
+    if (p1 > last && p0 == ck) {  // back to the checkpoint
+      if (apply) KS_RETURN_IF_ERROR(state_->restore(s));
+      continue;
+    }
+    return Error(KESTREL_ERR_UNSUPPORTED,
+                 "KV seq_remove: sequence " + std::to_string(s) + " has recurrent (SSM) layers, whose state cannot drop "
+                 "positions [" + std::to_string(p0) + ", " + (p1 == INT32_MAX ? std::string("end") : std::to_string(p1)) +
+                 ") of 0.." + std::to_string(last) + (ck >= 0 ? "; it can go back to its checkpoint at " + std::to_string(ck) : "") +
+                 ", or be removed whole");
+  }
+  return Status::Ok();
+}
+
 Status KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
   if (p0 < 0) p0 = 0;
   if (p1 < 0) p1 = INT32_MAX;
   if (seq >= n_seq_max_) return Status::Ok();
+  if (state_) KS_RETURN_IF_ERROR(remove_states(seq, p0, p1, false));
   const int32_t B = block_size_;
   auto chosen = [&](int32_t s) { return seq < 0 || s == seq; };
   // Blocks that keep some cells and lose others are changed in place, after a private copy when
@@ -283,6 +336,7 @@ Status KvCache::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
   if (copies > pool_->n_available())
     return Error(KESTREL_ERR_CONTEXT_FULL, "KV seq_remove: splitting shared blocks needs " + std::to_string(copies) +
                                                " free blocks, " + std::to_string(pool_->n_available()) + " are free");
+  if (state_) KS_RETURN_IF_ERROR(remove_states(seq, p0, p1, true));  // before the positions it reads go
   for (int32_t s = 0; s < n_seq_max_; ++s) {
     if (!chosen(s)) continue;
     auto& tb = tables_[static_cast<size_t>(s)];
@@ -327,6 +381,13 @@ Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
   if (src == dst) return Status::Ok();
   if (p0 < 0) p0 = 0;
   if (p1 < 0) p1 = INT32_MAX;
+  if (state_) {  // a state stands for a whole sequence: copied whole, into an empty one
+    const int32_t last = seq_pos_max(src);
+    if (last < 0 || p0 > last || p1 <= 0) return Status::Ok();
+    if (p0 > 0 || p1 <= last || seq_pos_max(dst) >= 0)
+      return Error(KESTREL_ERR_UNSUPPORTED, "KV seq_copy: the model has recurrent (SSM) layers: only a whole sequence "
+                                            "can be copied, into an empty one");
+  }
   const int32_t B = block_size_;
   const auto& st = tables_[static_cast<size_t>(src)];
   // Blocks wholly inside the range are shared; blocks partly inside are copied cell by cell.
@@ -357,6 +418,10 @@ Status KvCache::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     dt.push_back(nb);
     fill_[static_cast<size_t>(dst)] = m;
   }
+  if (state_) {  // the checks above: the whole of a non-empty src
+    KS_RETURN_IF_ERROR(state_->copy(src, dst));
+    ckpt_pos_[static_cast<size_t>(dst)] = -1;
+  }
   return device_error_;
 }
 
@@ -369,6 +434,17 @@ void KvCache::drop_table(int32_t seq) {
 void KvCache::seq_keep(int32_t seq) {
   for (int32_t s = 0; s < n_seq_max_; ++s)
     if (s != seq) drop_table(s);
+  reset_states(seq);
+}
+
+void KvCache::reset_states(int32_t except) {
+  if (!state_) return;
+  for (int32_t s = 0; s < n_seq_max_; ++s) {
+    if (s == except) continue;
+    const Status st = state_->zero(s);
+    if (!st.ok() && device_error_.ok()) device_error_ = st;
+    ckpt_pos_[static_cast<size_t>(s)] = -1;
+  }
 }
 
 int32_t KvCache::seq_pos_max(int32_t seq) const {
@@ -385,6 +461,7 @@ void KvCache::clear() {
   pool_->reset();
   std::fill(cell_pos_.begin(), cell_pos_.end(), -1);
   prefix_queries_ = prefix_hit_tokens_ = prefix_query_tokens_ = 0;
+  reset_states(-1);
 }
 
 }  // namespace kestrel

@@ -16,6 +16,7 @@
 #include "core/limits.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/recurrent_state.h"
 #include "tensor/graph.h"
 
 namespace kestrel {
@@ -34,6 +35,9 @@ class KvCache {
     std::vector<int64_t> v_rows;  // per layer, for V
     // V is not stored: it is a view of the first v_rows values of each K row (MLA's latent).
     bool v_in_k = false;
+    // Hybrid models: per layer, the recurrent state's values per sequence (recurrent_state.h);
+    // empty, or 0 for a layer without one. A layer with a state has no K/V (k_rows 0).
+    std::vector<int64_t> conv_rows, ssm_rows;
   };
   struct Stats {
     int32_t block_size = 0, blocks = 0;
@@ -53,6 +57,13 @@ class KvCache {
   size_t bytes() const { return bytes_; }  // K and V storage of every layer
   const Tensor& k(int layer) const { return k_[layer]; }
   const Tensor& v(int layer) const { return v_[layer]; }
+  // The recurrent states of a hybrid model; nullptr otherwise. With them, sequences cannot drop
+  // their last tokens except back to a checkpoint (checkpoint()), and no prefix is shared.
+  const RecurrentState* recurrent() const { return state_.get(); }
+  // Saves every recurrent state of seq, to restore when seq_remove(seq, p, -1) drops the
+  // tokens from position p = seq_pos_max(seq) + 1 on (speculative decoding's rollback). OK and
+  // nothing to do without recurrent states.
+  Status checkpoint(int32_t seq);
   Stats stats() const;
   const std::vector<int32_t>& block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)]; }
   int32_t cell_pos(int32_t cell) const { return cell_pos_[static_cast<size_t>(cell)]; }  // -1 = empty
@@ -75,7 +86,10 @@ class KvCache {
   // decodes the last token and gets its logits). 0 when nothing matches or seq is not empty.
   int32_t attach_prefix(int32_t seq, std::span<const int32_t> tokens);
 
-  // Sequence operations; p1 < 0 means "to the end". seq < 0 means every sequence.
+  // Sequence operations; p1 < 0 means "to the end". seq < 0 means every sequence. With recurrent
+  // states: removing a sequence's every token zeroes its states, removing its tokens from its
+  // checkpoint's position on restores them; other removals that touch its tokens, and copies of
+  // less than a whole sequence into an empty one, are UNSUPPORTED and change nothing.
   Status seq_remove(int32_t seq, int32_t p0, int32_t p1);
   Status seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1);
   void seq_keep(int32_t seq);
@@ -112,6 +126,11 @@ class KvCache {
   std::vector<int32_t> cell_tok_;  // the token whose K/V the cell holds (prefix cache checks)
   std::vector<std::vector<int32_t>> tables_;  // per sequence
   std::vector<int32_t> fill_;      // per sequence: cells written in its last block
+  std::unique_ptr<RecurrentState> state_;
+  std::vector<int32_t> ckpt_pos_;  // per sequence: the position its checkpoint resumes at (-1: none)
+  // Checks (and, with apply, performs) what seq_remove does to the recurrent states.
+  Status remove_states(int32_t seq, int32_t p0, int32_t p1, bool apply);
+  void reset_states(int32_t except);  // zeroes every sequence's states but except's
   int64_t prefix_queries_ = 0, prefix_hit_tokens_ = 0, prefix_query_tokens_ = 0;
 };
 

@@ -24,6 +24,12 @@ uint64_t KvLayout::bytes_per_token(uint64_t elem_bytes) const {
   return n * elem_bytes;
 }
 
+uint64_t KvLayout::state_bytes_per_seq() const {
+  uint64_t n = 0;
+  for (size_t l = 0; l < conv_rows.size(); ++l) n += static_cast<uint64_t>(conv_rows[l] + ssm_rows[l]);
+  return n * sizeof(float);
+}
+
 KvLayout default_kv_layout(const HParams& h) {
   KvLayout k;
   k.k_rows.assign(h.n_layer, h.k_row());

@@ -19,12 +19,17 @@ struct Tensor;
 
 // What the KV cache holds per layer and token. With v_in_k, V is not stored: it is the first
 // v_rows values of each K row (MLA caches one compressed latent that serves as both).
+// A hybrid model's recurrent layers have k_rows = v_rows = 0 and, instead, a constant state per
+// sequence: conv_rows and ssm_rows F32 values (empty vectors: no recurrent layer).
 struct KvLayout {
   std::vector<int64_t> k_rows;
   std::vector<int64_t> v_rows;
   bool v_in_k = false;
+  std::vector<int64_t> conv_rows, ssm_rows;
   // Bytes per token with `elem_bytes`-byte elements.
   uint64_t bytes_per_token(uint64_t elem_bytes) const;
+  // Bytes of one sequence's recurrent states (F32).
+  uint64_t state_bytes_per_seq() const;
 };
 // head_dim_k/v * n_head_kv per layer: what a plain multi-head (GQA) cache needs.
 KvLayout default_kv_layout(const HParams& h);

@@ -69,6 +69,9 @@ Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& 
 
 Status bind_decoder(const Model& m, ModelWeights& w, const DecoderTable& t) {
   const HParams& h = m.hparams();
+  if (!h.n_ff_layer.empty() || !h.n_head_kv_layer.empty())
+    return Error(KESTREL_ERR_UNSUPPORTED, m.file().path() + ": feed_forward_length or attention.head_count_kv varies "
+                                          "per layer, which architecture '" + h.arch + "' does not support");
   KS_RETURN_IF_ERROR(bind_embeddings(m, w));
   if (t.rope_freqs) KS_TRY_BIND(w.rope_freqs, m.optional("rope_freqs.weight", {h.rope.n_rot / 2}));
   w.layers.resize(h.n_layer);

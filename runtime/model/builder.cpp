@@ -83,12 +83,16 @@ Tensor* Builder::attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptio
   Tensor* kc = g_.external(kv_.k(layer));
   Tensor* vc = g_.external(kv_.v(layer));
   Tensor* out = g_.intermediate(DType::F32, hd_v, q->ne[1], fb_.n_tokens());  // [hd_v, n_head, T]
-  if (!attn_) attn_ = input_i32(fb_.attn);
-  g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr, attn_).params = AttentionParams{
+  g_.add(Op::ATTENTION, out, q, kc, vc, o.sinks ? weight(o.sinks) : nullptr, attention_batch()).params = AttentionParams{
       .scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(q->ne[0])),
       .softcap = o.softcap,
       .window = o.window};
   return out;
+}
+
+Tensor* Builder::attention_batch() {
+  if (!attn_) attn_ = input_i32(fb_.attn);
+  return attn_;
 }
 
 Tensor* Builder::attention(int layer, Tensor* q, Tensor* k, Tensor* v, const AttentionOptions& o) {
@@ -107,8 +111,10 @@ Tensor* Builder::self_attention(int layer, Tensor* x, const LayerWeights& lw, co
   Tensor* v = g_.reshape(linear(lw.wv, x, lw.bv), h.head_dim_v, h.n_head_kv, T);
   if (lw.q_norm) q = rms_norm(q, lw.q_norm);
   if (lw.k_norm) k = rms_norm(k, lw.k_norm);
-  q = rope(q, w().rope_freqs, o.rope);
-  k = rope(k, w().rope_freqs, o.rope);
+  if (!o.no_rope) {
+    q = rope(q, w().rope_freqs, o.rope);
+    k = rope(k, w().rope_freqs, o.rope);
+  }
   AttentionOptions lo = o;
   if (!lo.sinks) lo.sinks = lw.attn_sinks;
   return linear(lw.wo, attention(layer, q, k, v, lo), lw.bo);

@@ -34,6 +34,7 @@ struct AttentionOptions {
   float softcap = 0.0f; // attention logit soft-capping (0: off)
   const Tensor* sinks = nullptr;  // per-head sink logits [n_head]; default: the layer's attn_sinks
   const RopeParams* rope = nullptr;  // nullptr: the model's rope parameters
+  bool no_rope = false;              // positions enter only through the cache order (Nemotron-H)
 };
 
 // How a mixture-of-experts block routes and combines (the GGUF's expert_* keys, or the file's).
@@ -88,6 +89,12 @@ class Builder {
   // normed latent and the roped shared key part per token; queries are absorbed through wk_b,
   // outputs expanded through wv_b. x is the normed input [n_embd, T]; returns [n_embd, T].
   Tensor* mla_attention(int layer, Tensor* x, const LayerWeights& lw, const AttentionOptions& o);
+  // A Mamba-2 mixer over layer's recurrent state (builder_ssm.cpp): in-projection, causal conv,
+  // selective scan with the SiLU(z) gate, RMSNorm in n_group groups, out-projection. x is the
+  // normed input [n_embd, T]; returns [n_embd, T].
+  Tensor* mamba2(int layer, Tensor* x, const LayerWeights& lw);
+  // down . relu(up . x)^2: the ungated FFN of Nemotron-H.
+  Tensor* relu2_ffn(Tensor* x, const Tensor* up, const Tensor* down);
   // Keeps only the batch rows whose logits are wanted (call once, in the last layer).
   Tensor* select_outputs(Tensor* x);
   // Final norm and output matrix: [n_vocab, n_outputs]; for a batch of embeddings, the final
@@ -114,6 +121,7 @@ class Builder {
   Tensor* input_i32(std::span<const int32_t> data);  // a graph input holding data
   void store_kv(const Tensor& cache, Tensor* x);  // x [R, T] into the cache cells of the batch
   Tensor* attend(int layer, Tensor* q, int64_t hd_v, const AttentionOptions& o);  // [hd_v, n_head, T]
+  Tensor* attention_batch();  // the packed AttentionBatch input, made on first use
   Graph& g_;
   const Model& m_;
   const KvCache& kv_;

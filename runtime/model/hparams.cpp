@@ -14,16 +14,30 @@ struct Reader {
   Status st;
 
   std::string key(const char* k) const { return arch + "." + k; }
-  // A required (or defaulted, when dflt >= 0) positive integer; per-layer arrays must be uniform.
-  int32_t i32(const char* k, int64_t dflt, int64_t lo = 1, int64_t hi = INT32_MAX) {
+  // A required (or defaulted, when dflt >= 0) positive integer. A per-layer array must be
+  // uniform, unless per_layer is given: then it must hold n_layers values in [0, hi], which go
+  // there, and the largest is the value.
+  int32_t i32(const char* k, int64_t dflt, int64_t lo = 1, int64_t hi = INT32_MAX,
+              std::vector<int32_t>* per_layer = nullptr, int32_t n_layers = 0) {
     const std::string name = key(k);
     int64_t v = dflt;
     if (const gguf::Value* val = f.find(name)) {
       if (val->type == gguf::ValueType::ARRAY) {
         if (val->array.empty() || !val->array[0].as_int()) return fail(name, "is not an integer array");
         v = *val->array[0].as_int();
-        for (const gguf::Value& e : val->array)
-          if (e.as_int() != v) return fail(name, "varies per layer (not supported yet)");
+        bool uniform = true;
+        for (const gguf::Value& e : val->array) uniform &= e.as_int() == v;
+        if (!uniform && !per_layer) return fail(name, "varies per layer (not supported by this architecture)");
+        if (!uniform) {
+          if (val->array.size() != static_cast<size_t>(n_layers))
+            return fail(name, "has " + std::to_string(val->array.size()) + " values for " + std::to_string(n_layers) + " layers");
+          for (const gguf::Value& e : val->array) {
+            const auto iv = e.as_int();
+            if (!iv || *iv < 0 || *iv > hi) return fail(name, "holds a value that is not an integer in [0, " + std::to_string(hi) + "]");
+            per_layer->push_back(static_cast<int32_t>(*iv));
+            v = std::max<int64_t>(v, *iv);
+          }
+        }
       } else if (auto iv = val->as_int()) {
         v = *iv;
       } else {
@@ -124,9 +138,20 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
     h.n_layer -= h.n_layer_nextn;
   }
   h.n_ctx_train = r.i32("context_length", 2048, 1, limits::kMaxCtx);  // the default n_ctx: capped as one
-  h.n_ff = r.i32("feed_forward_length", 0, 0);
+  const int32_t n_blocks = h.n_layer + h.n_layer_nextn;
+  h.n_ff = r.i32("feed_forward_length", 0, 0, INT32_MAX, &h.n_ff_layer, n_blocks);
   h.n_head = r.i32("attention.head_count", -1, 1, 4096);
-  h.n_head_kv = r.i32("attention.head_count_kv", h.n_head, 1, 4096);
+  h.n_head_kv = r.i32("attention.head_count_kv", h.n_head, 1, 4096, &h.n_head_kv_layer, n_blocks);
+  if (!r.st.ok()) return r.st;
+  for (int32_t kv : h.n_head_kv_layer)
+    if (kv > 0 && h.n_head % kv != 0)
+      return Error(KESTREL_ERR_FORMAT, f.path() + ": head_count " + std::to_string(h.n_head) +
+                                           " is not a multiple of a layer's head_count_kv " + std::to_string(kv));
+  h.ssm_d_conv = r.i32("ssm.conv_kernel", 0, 0, 64);
+  h.ssm_d_inner = r.i32("ssm.inner_size", 0, 0);
+  h.ssm_d_state = r.i32("ssm.state_size", 0, 0, 4096);
+  h.ssm_n_group = r.i32("ssm.group_count", 0, 0, 4096);
+  h.ssm_n_head = r.i32("ssm.time_step_rank", 0, 0, 65536);
   if (!r.st.ok()) return r.st;
   h.head_dim_k = r.i32("attention.key_length", h.n_embd / h.n_head);
   h.head_dim_v = r.i32("attention.value_length", h.head_dim_k);

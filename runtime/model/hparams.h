@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf.h"
@@ -49,6 +50,21 @@ struct HParams {
   int32_t kv_lora_rank = 0;
   int32_t head_dim_k_mla = 0;  // attention.key_length_mla (qk_nope + qk_rope)
   int32_t head_dim_v_mla = 0;  // attention.value_length_mla
+
+  // Per-layer values where the GGUF stores them as arrays of block_count values (hybrid models:
+  // 0 KV heads on a layer without attention, 0 FFN width on a layer without FFN); empty when
+  // uniform, and then n_head_kv / n_ff hold for every layer. Otherwise those hold the largest.
+  std::vector<int32_t> n_head_kv_layer, n_ff_layer;
+  int32_t n_head_kv_of(int l) const { return n_head_kv_layer.empty() ? n_head_kv : n_head_kv_layer[static_cast<size_t>(l)]; }
+  int32_t n_ff_of(int l) const { return n_ff_layer.empty() ? n_ff : n_ff_layer[static_cast<size_t>(l)]; }
+
+  // Mamba-2 (ssm_d_inner == 0: none): conv kernel width, inner size (= n_head * head_dim), state
+  // size, B/C groups, heads (ssm.time_step_rank).
+  int32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_n_group = 0, ssm_n_head = 0;
+  int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * int64_t{ssm_n_group} * ssm_d_state; }
+  // Per sequence and SSM layer: the conv window's values and the scan's state.
+  int64_t ssm_conv_rows() const { return (ssm_d_conv - 1) * ssm_conv_channels(); }
+  int64_t ssm_state_rows() const { return int64_t{ssm_d_state} * ssm_d_inner; }
 
   int64_t k_row() const { return int64_t{head_dim_k} * n_head_kv; }
   int64_t v_row() const { return int64_t{head_dim_v} * n_head_kv; }

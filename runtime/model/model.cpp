@@ -203,6 +203,11 @@ std::string Model::describe_json() const {
                        {"scaling_type", h.rope_scaling_type}}}};
   if (h.sliding_window > 0) hp["sliding_window"] = h.sliding_window;
   if (h.n_layer_nextn > 0) hp["n_layer_nextn"] = h.n_layer_nextn;  // after n_layer, not run
+  if (h.ssm_d_inner > 0)
+    hp["ssm"] = {{"d_inner", h.ssm_d_inner}, {"d_state", h.ssm_d_state}, {"d_conv", h.ssm_d_conv},
+                 {"n_group", h.ssm_n_group}, {"n_head", h.ssm_n_head}};
+  if (!h.n_head_kv_layer.empty()) hp["n_head_kv_per_layer"] = h.n_head_kv_layer;
+  if (!h.n_ff_layer.empty()) hp["n_ff_per_layer"] = h.n_ff_layer;
   if (h.n_expert > 0)
     hp["moe"] = {{"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}, {"n_ff_exp", h.n_ff_exp},
                  {"n_expert_shared", h.n_expert_shared}, {"n_layer_dense_lead", h.n_layer_dense_lead},
@@ -230,6 +235,8 @@ std::string Model::describe_json() const {
         {"kv_bytes_per_token_full_kv", kv_full_per_token},
         {"kv_bytes_per_token_f8_e4m3", layout.bytes_per_token(1)},  // --kv-type f8_e4m3
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
+        // Recurrent (SSM) layers: a constant per sequence instead of bytes per token.
+        {"recurrent_state_bytes_per_seq", layout.state_bytes_per_seq()},
         {"scratch_bytes_batch512", per_token * 512 + 4ull * h.n_vocab},
         // The backend's load-time placement (Device::place_weights): the CPU's huge pages and
         // regrouped rows, a GPU's upload. One copy, whatever the number of contexts.

@@ -51,6 +51,9 @@ Status Model::bind_second_scales() {
     if (input) continue;
     if (&w == weights_.tok_embd)
       return refuse(KESTREL_ERR_UNSUPPORTED, "the token embedding table is gathered, and gathered rows are not scaled");
+    for (const LayerWeights& lw : weights_.layers)
+      if (&w == lw.ssm_conv1d || &w == lw.ssm_norm)
+        return refuse(KESTREL_ERR_UNSUPPORTED, "the Mamba ops read it as values, not as a matrix whose product is scaled");
     if (n > 1 && tensors_.count(base + ".bias"))
       return refuse(KESTREL_ERR_UNSUPPORTED, "stacked matrices with a bias: the bias is added inside the expert product, before the scale");
     const int64_t N = w.ne[1];

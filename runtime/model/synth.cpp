@@ -40,9 +40,14 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 // Values with the scale a trained model's tensor of that role has, so activations stay O(1):
 // gains near 1, small biases, matrices scaled by 1/sqrt(row length); routers a little sharper
 // so expert choices are not near-ties.
-float value_scale(const std::string& name, const std::vector<int64_t>& ne, bool* around_one) {
-  *around_one = contains(name, "norm") || contains(name, "rope_freqs");
-  if (*around_one) return 0.1f;
+float value_scale(const std::string& name, const std::vector<int64_t>& ne, float* offset) {
+  const bool around_one = contains(name, "norm") || contains(name, "rope_freqs");
+  *offset = around_one ? 1.0f : 0.0f;
+  if (around_one) return 0.1f;
+  if (contains(name, "ssm_a")) {  // Mamba's A is negative (-exp(A_log)): the state decays
+    *offset = -1.0f;
+    return 0.5f;
+  }
   if (contains(name, "token_embd")) return 1.0f;
   if (contains(name, "sinks")) return 1.0f;
   if (ne.size() == 1 || contains(name, ".bias")) return 0.1f;
@@ -52,6 +57,9 @@ float value_scale(const std::string& name, const std::vector<int64_t>& ne, bool*
 
 DType tensor_type(const std::string& name, const std::vector<int64_t>& ne, DType want) {
   if (ne.size() == 1 || contains(name, "gate_inp") || contains(name, ".bias")) return DType::F32;
+  // Mamba's small tensors stay F32, as llama-quantize leaves them (the SSM ops read them so).
+  if (contains(name, "ssm_conv1d") || contains(name, "ssm_a") || contains(name, "ssm_d") || contains(name, "ssm_norm"))
+    return DType::F32;
   if (!dtype_info(want).from_float) return DType::F16;
   bool replaced = false;
   return quant::fallback_for(want, ne[0], &replaced);
@@ -83,8 +91,8 @@ Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config
   std::vector<float> chunk;
   std::vector<uint8_t> data;
   for (const auto& [name, ne] : table.value()) {
-    bool around_one = false;
-    const float scale = value_scale(name, ne, &around_one);
+    float offset = 0.0f;
+    const float scale = value_scale(name, ne, &offset);
     const DType type = tensor_type(name, ne, o.weight_type);
     int64_t rows = 1;
     for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
@@ -95,7 +103,7 @@ Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config
     for (int64_t r0 = 0; r0 < rows; r0 += per_chunk) {
       const int64_t n = std::min(per_chunk, rows - r0);
       chunk.resize(static_cast<size_t>(n * ne[0]));
-      for (float& v : chunk) v = (around_one ? 1.0f : 0.0f) + scale * rng.uniform();
+      for (float& v : chunk) v = offset + scale * rng.uniform();
       KS_RETURN_IF_ERROR(quant::convert_rows(DType::F32, chunk.data(), type, data.data() + r0 * row_bytes, n, ne[0],
                                              o.n_threads));
     }

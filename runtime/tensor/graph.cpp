@@ -97,16 +97,14 @@ Tensor* Graph::view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t n
   return p;
 }
 
-Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3, Tensor* s4) {
+Node& Graph::add(Op op, Tensor* dst, Tensor* s0, Tensor* s1, Tensor* s2, Tensor* s3, Tensor* s4, Tensor* s5,
+                 Tensor* s6, Tensor* s7) {
   Node n;
   n.op = op;
   n.params = default_params(op);
   n.dst = dst;
-  n.src[0] = s0;
-  n.src[1] = s1;
-  n.src[2] = s2;
-  n.src[3] = s3;
-  n.src[4] = s4;
+  Tensor* const srcs[Node::kMaxSrc] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  for (int i = 0; i < Node::kMaxSrc; ++i) n.src[i] = srcs[i];
   nodes_.push_back(n);
   return nodes_.back();
 }
@@ -136,7 +134,8 @@ size_t Graph::plan() {
   std::unordered_map<Slot*, std::pair<size_t, size_t>> live;  // first, last
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
-    Tensor* ts[1 + Node::kMaxSrc] = {n.dst, n.src[0], n.src[1], n.src[2], n.src[3], n.src[4]};
+    Tensor* ts[1 + Node::kMaxSrc] = {n.dst};
+    for (int k = 0; k < Node::kMaxSrc; ++k) ts[1 + k] = n.src[k];
     for (Tensor* t : ts) {
       Slot* o = owner(t);
       if (!o) continue;

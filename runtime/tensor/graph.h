@@ -28,10 +28,10 @@ const char* op_name(Op op);
 // (token ids, positions, KV slots, the attention batch) are I32 input tensors of the graph, so
 // no node points at host memory, and a captured device graph replays with new inputs.
 struct Node {
-  static constexpr int kMaxSrc = 5;
+  static constexpr int kMaxSrc = 8;
   Op op = Op::COUNT;
   Tensor* dst = nullptr;
-  Tensor* src[kMaxSrc] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  Tensor* src[kMaxSrc] = {};
   OpParams params;  // the op's struct (ops.def), set by Graph::add
 
   template <class P>
@@ -61,7 +61,8 @@ class Graph {
   // bytes into src (e.g. the rope part of each head of a query).
   Tensor* view(Tensor* src, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
   Node& add(Op op, Tensor* dst, Tensor* s0 = nullptr, Tensor* s1 = nullptr, Tensor* s2 = nullptr,
-            Tensor* s3 = nullptr, Tensor* s4 = nullptr);
+            Tensor* s3 = nullptr, Tensor* s4 = nullptr, Tensor* s5 = nullptr, Tensor* s6 = nullptr,
+            Tensor* s7 = nullptr);
   // Keeps an intermediate alive (and readable) after the whole graph ran.
   void mark_output(Tensor* t);
   // Whether t's storage (t, or what t is a view of) is used by a node after node i or outlives

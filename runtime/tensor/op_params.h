@@ -54,9 +54,18 @@ struct SwigluOaiParams {  // SWIGLU_OAI
   float limit = 7.0f;
 };
 
+// Mamba-2 (SSM_CONV, SSM_SCAN). The ssm_in output holds per token z [d_inner], then the conv
+// input x | B | C [d_inner + 2 * n_group * d_state], then dt [n_head].
+struct SsmParams {
+  int32_t d_inner = 0;  // n_head * head_dim
+  int32_t n_head = 0;
+  int32_t n_group = 0;  // B and C groups; head h reads group h / (n_head / n_group)
+  int32_t d_state = 0;
+};
+
 static_assert(sizeof(RouterParams) == 24, "RouterParams: padding must stay explicit");
 
 using OpParams = std::variant<NoParams, NormParams, SoftmaxParams, RopeParams, AttentionParams, RouterParams,
-                              SwigluOaiParams>;
+                              SwigluOaiParams, SsmParams>;
 
 }  // namespace kestrel

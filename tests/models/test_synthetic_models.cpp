@@ -409,6 +409,7 @@ std::vector<uint8_t> rebuilt(const std::vector<uint8_t>& bytes,
 bool scalable(const gguf::File& f, const gguf::TensorInfo& ti) {
   const std::string_view name = ti.name;
   if (ti.n_dims < 2 || !name.ends_with(".weight") || name == "token_embd.weight") return false;
+  if (name.find("ssm_conv1d") != name.npos || name.find("ssm_norm") != name.npos) return false;  // values, not matrices
   if (ti.type != DType::F32 && ti.type != DType::F16 && ti.type != DType::Q8_0) return false;
   return ti.n_dims < 3 || !f.find_tensor(std::string(name.substr(0, name.size() - 7)) + ".bias");
 }
@@ -501,6 +502,8 @@ TEST_CASE("synthetic models: a second-level scale that cannot apply is refused")
       {"llama", "blk.1.ffn_up.scale", {inf}, KESTREL_ERR_FORMAT, "not finite"},
       {"llama", "blk.1.ffn_up.input_scale", {NAN}, KESTREL_ERR_FORMAT, "not finite"},
       {"gpt-oss", "blk.0.ffn_up_exps.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "bias"},
+      {"nemotron_h", "blk.0.ssm_conv1d.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "Mamba"},
+      {"nemotron_h", "blk.0.ssm_norm.scale", {2.0f}, KESTREL_ERR_UNSUPPORTED, "Mamba"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);

@@ -86,7 +86,7 @@ struct RefCase {
   int32_t n_gen = 0;
 };
 
-// Every reference file of the two families: its model, prompt and length.
+// Every reference file of the families: its model, prompt and length.
 std::vector<RefCase> reference_cases(const std::string& family) {
   std::vector<RefCase> out;
   for (const char* quant : {"f32", "f16", "q8_0", "q4_0", "q4_k_m"})
@@ -105,13 +105,14 @@ std::vector<RefCase> reference_cases(const std::string& family) {
 // The family's drafts: its quantized files.
 std::vector<std::string> drafts_of(const std::string& family) {
   if (family == "stories260K") return {"stories260K-q8_0.gguf", "stories260K-q4_0.gguf"};
+  if (family == "nemotron_h") return {"nemotron_h-q8_0.gguf"};  // hybrid: rollback through checkpoints
   return {"llama-gqa-q8_0.gguf", "llama-gqa-q4_k_m.gguf"};
 }
 
 }  // namespace
 
 TEST_CASE("speculative, greedy: kestrel_generate gives the same tokens with a draft model and with n-gram") {
-  for (const std::string family : {"stories260K", "llama-gqa"}) {
+  for (const std::string family : {"stories260K", "llama-gqa", "nemotron_h"}) {
     const std::vector<RefCase> cases = reference_cases(family);
     REQUIRE_MESSAGE(!cases.empty(), "no reference files for " << family);
     for (const RefCase& rc : cases) {
@@ -201,7 +202,7 @@ std::vector<EngineOut> run_engine(const kestrel_model* target, const kestrel_mod
 }  // namespace
 
 TEST_CASE("speculative, greedy: eight concurrent requests in the engine give the same tokens") {
-  for (const std::string family : {"stories260K", "llama-gqa"}) {
+  for (const std::string family : {"stories260K", "llama-gqa", "nemotron_h"}) {
     const std::vector<RefCase> cases = reference_cases(family);
     std::vector<std::vector<kestrel_token>> prompts;
     for (const RefCase& rc : cases)

@@ -82,7 +82,14 @@ int32_t ChatSession::sync_cache(const std::vector<kestrel_token>& prompt) {
   // At least the last prompt token is decoded again: its logits start the reply.
   if (common == prompt.size() && common > 0) --common;
   if (common < cached_.size()) {
-    check(kestrel_kv_seq_remove(ctx_, 0, static_cast<int32_t>(common), -1));
+    const kestrel_status st = kestrel_kv_seq_remove(ctx_, 0, static_cast<int32_t>(common), -1);
+    if (st == KESTREL_ERR_UNSUPPORTED) {
+      // Recurrent (SSM) layers keep no per-token history to cut back to: the turn starts over.
+      check(kestrel_kv_seq_remove(ctx_, 0, 0, -1));
+      common = 0;
+    } else {
+      check(st);
+    }
     cached_.resize(common);
   }
   return static_cast<int32_t>(common);

@@ -53,7 +53,8 @@ json device_needs(const json& d, const DeviceMemory& dev, int64_t n_ctx, uint64_
   const json& hp = d["hparams"];
   uint64_t weights = 0;
   for (const auto& t : d["tensors"]) weights += (t["bytes"].get<uint64_t>() + 255) / 256 * 256;
-  const uint64_t kv = kv_per_token * kv_cells(n_ctx);
+  // One sequence's recurrent states (hybrid models) beside its KV cells.
+  const uint64_t kv = kv_per_token * kv_cells(n_ctx) + mem.value("recurrent_state_bytes_per_seq", uint64_t{0});
   const uint64_t n_batch = 512;
   const uint64_t arena = mem.value("scratch_bytes_batch512", uint64_t{0});
   uint64_t widest = std::max(hp.value("n_embd", uint64_t{0}), hp.value("n_ff", uint64_t{0}));
@@ -149,6 +150,8 @@ int cmd_info(int argc, char** argv) {
                  d.value("architecture", std::string("?")).c_str(), total, active,
                  total > 0 ? 100.0 * active / total : 0.0, kv);
     if (kv_full > kv) std::fprintf(stderr, " (full K/V would be %.0f: %.1fx smaller)", kv_full, kv_full / kv);
+    const double state = mem.value("recurrent_state_bytes_per_seq", 0.0);
+    if (state > 0) std::fprintf(stderr, " + recurrent state %.0f bytes/sequence", state);
     std::fprintf(stderr, "\n");
   }
   if (has_memory && dev.ok) {

@@ -25,6 +25,20 @@ struct Preset {
   KV kv;
 };
 
+// A hybrid model's metadata: block_count and the per-layer arrays llama.cpp reads the layer kinds
+// from, given a hybrid_override_pattern (M Mamba-2, * attention with kv heads, - FFN of width ff).
+KV hybrid(const std::string& pattern, int32_t kv_heads, int32_t ff, KV rest) {
+  std::vector<int32_t> kv(pattern.size(), 0), ffn(pattern.size(), 0);
+  for (size_t l = 0; l < pattern.size(); ++l) {
+    if (pattern[l] == '*') kv[l] = kv_heads;
+    if (pattern[l] == '-') ffn[l] = ff;
+  }
+  rest.emplace_back("block_count", Value::make_u32(static_cast<uint32_t>(pattern.size())));
+  rest.emplace_back("attention.head_count_kv", Value::make_i32_array(kv));
+  rest.emplace_back("feed_forward_length", Value::make_i32_array(ffn));
+  return rest;
+}
+
 // Shapes from each model's published config.json (metadata keys without the arch prefix).
 const std::vector<Preset>& presets() {
   auto u = Value::make_u32;
@@ -68,6 +82,14 @@ const std::vector<Preset>& presets() {
         {"attention.key_length", u(256)}, {"attention.value_length", u(256)}, {"attention.sliding_window", u(1024)},
         {"rope.freq_base", f(1000000.0f)}, {"rope.scaling.type", Value::make_string("linear")},
         {"rope.scaling.factor", f(8.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      // hybrid_override_pattern M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-: 24 Mamba-2,
+      // 4 attention (no rope), 24 relu^2 FFN layers.
+      {"nemotron-h-8b", "nemotron_h", 131072,
+       hybrid("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", 8, 21504,
+              {{"context_length", u(8192)}, {"embedding_length", u(4096)}, {"attention.head_count", u(32)},
+               {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"ssm.conv_kernel", u(4)},
+               {"ssm.state_size", u(128)}, {"ssm.group_count", u(8)}, {"ssm.inner_size", u(8192)},
+               {"ssm.time_step_rank", u(128)}, {"attention.layer_norm_rms_epsilon", f(1e-5f)}})},
       // 46 layers (1 dense, 45 MoE) + 1 NextN block; 106B parameters, 12B active.
       {"glm-4.5-air", "glm4moe", 151552,
        {{"context_length", u(131072)}, {"embedding_length", u(4096)}, {"block_count", u(47)},
@@ -157,6 +179,16 @@ int cmd_synth(int argc, char** argv) {
   if (a.has("--layers")) {
     const long long n = a.integer("--layers", 0);
     if (n < 1) throw UsageError("synth: --layers must be >= 1");
+    int64_t old_n = 0;
+    for (const auto& [k, v] : kv)
+      if (k == "block_count") old_n = v.as_int().value_or(0);
+    // Per-layer arrays (a hybrid model's layer kinds) follow: the pattern's first n layers, repeated.
+    for (auto& [k, v] : kv)
+      if (v.type == gguf::ValueType::ARRAY && old_n > 0 && static_cast<int64_t>(v.array.size()) == old_n) {
+        std::vector<Value> a;
+        for (long long i = 0; i < n; ++i) a.push_back(v.array[static_cast<size_t>(i % old_n)]);
+        v.array = std::move(a);
+      }
     set_kv(kv, "block_count", Value::make_u32(static_cast<uint32_t>(n)));
   }
   o.n_vocab = static_cast<int32_t>(a.integer("--vocab", o.n_vocab));
