@@ -1,8 +1,12 @@
-// Nemotron-H (NVIDIA's hybrid): every layer is x + mixer(RMSNorm(x)), the mixer one of a Mamba-2
-// block, attention without rope, or an ungated relu^2 FFN. Which one, llama.cpp reads from the
-// per-layer arrays: feed_forward_length > 0 is an FFN, else attention.head_count_kv > 0 is
-// attention, else Mamba-2. The Mamba-2 layers keep a recurrent state per sequence instead of
-// KV cells (kv/recurrent_state.h). Untied output.
+// Nemotron-H (NVIDIA's hybrid) and Nemotron-H MoE ("nemotron_h_moe": Nemotron 3 Nano, and with
+// LatentMoE projections Nemotron 3 Super): every layer is x + mixer(RMSNorm(x)), the mixer one of
+// a Mamba-2 block, attention without rope, or an ungated relu^2 FFN. Which one, llama.cpp reads
+// from the per-layer arrays: feed_forward_length > 0 is an FFN, else attention.head_count_kv > 0
+// is attention, else Mamba-2. In the MoE variant the FFN layers are routed experts (sigmoid
+// router with the selection bias, renormalised and scaled; relu^2 experts, in moe_latent_size
+// between ffn_latent_down and _up when the file has it) plus a relu^2 shared expert. The Mamba-2
+// layers keep a recurrent state per sequence instead of KV cells (kv/recurrent_state.h). Untied
+// output.
 #include <cmath>
 
 #include "model/bind.h"
@@ -61,6 +65,12 @@ Status bind(const Model& m, ModelWeights& w) {
         KS_RETURN_IF_ERROR(bind_attention(m, lw, l, {}));
         break;
       case Kind::FFN:
+        if (h.n_expert > 0) {
+          KS_RETURN_IF_ERROR(bind_experts(m, lw, l, {.n_ff = h.n_ff_exp > 0 ? h.n_ff_exp : h.n_ff_of(l),
+                                                     .selection_bias = true, .n_ff_shared = h.n_ff_shexp,
+                                                     .gated = false, .n_latent = h.moe_latent}));
+          break;
+        }
         KS_TRY_BIND(lw.ffn_up, m.require("blk.%d.ffn_up.weight", {h.n_embd, h.n_ff_of(l)}, l));
         KS_TRY_BIND(lw.ffn_down, m.require("blk.%d.ffn_down.weight", {h.n_ff_of(l), h.n_embd}, l));
         break;
@@ -73,6 +83,9 @@ Tensor* forward(Builder& b) {
   const HParams& h = b.hp();
   AttentionOptions ao;
   ao.no_rope = true;
+  MoeOptions moe = moe_options_from(h);
+  moe.gating = ExpertGating::SIGMOID;  // llama.cpp's, whatever expert_gating_func says
+  moe.activation = ExpertActivation::RELU_SQR;
   Tensor* x = b.embed(b.w().tok_embd);  // [n_embd, T]
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& lw = b.w().layers[l];
@@ -80,6 +93,7 @@ Tensor* forward(Builder& b) {
     const Kind kind = kind_of(h, l);
     Tensor* out = kind == Kind::MAMBA       ? b.mamba2(l, n, lw)
                   : kind == Kind::ATTENTION ? b.self_attention(l, n, lw, ao)
+                  : lw.ffn_gate_inp         ? b.moe_ffn(n, lw, moe)
                                             : b.relu2_ffn(n, lw.ffn_up, lw.ffn_down);  // [n_embd, T]
     if (l == h.n_layer - 1) {
       out = b.select_outputs(out);
@@ -114,12 +128,27 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
     {"ssm.group_count", Value::make_u32(2)},       {"ssm.inner_size", Value::make_u32(128)},
     {"ssm.time_step_rank", Value::make_u32(8)},    {"attention.layer_norm_rms_epsilon", Value::make_f32(1e-5f)},
 };
+// M E * M E: routed experts in a latent width, and a shared expert.
+const std::vector<std::pair<std::string, Value>> kTinyMoe = {
+    {"context_length", Value::make_u32(256)},      {"embedding_length", Value::make_u32(64)},
+    {"block_count", Value::make_u32(5)},           {"feed_forward_length", Value::make_i32_array({0, 64, 0, 0, 64})},
+    {"attention.head_count", Value::make_u32(4)},  {"attention.head_count_kv", Value::make_i32_array({0, 0, 2, 0, 0})},
+    {"attention.key_length", Value::make_u32(16)}, {"attention.value_length", Value::make_u32(16)},
+    {"ssm.conv_kernel", Value::make_u32(4)},       {"ssm.state_size", Value::make_u32(32)},
+    {"ssm.group_count", Value::make_u32(2)},       {"ssm.inner_size", Value::make_u32(128)},
+    {"ssm.time_step_rank", Value::make_u32(8)},    {"expert_count", Value::make_u32(8)},
+    {"expert_used_count", Value::make_u32(3)},     {"expert_feed_forward_length", Value::make_u32(64)},
+    {"expert_shared_count", Value::make_u32(1)},   {"expert_shared_feed_forward_length", Value::make_u32(96)},
+    {"moe_latent_size", Value::make_u32(32)},      {"expert_weights_norm", Value::make_bool(true)},
+    {"expert_weights_scale", Value::make_f32(2.5f)}, {"attention.layer_norm_rms_epsilon", Value::make_f32(1e-5f)},
+};
 
 }  // namespace
 }  // namespace kestrel
 
 KESTREL_REGISTER_ARCH(nemotron_h) {
-  static const kestrel::ArchDef def{.name = "nemotron_h", .bind = kestrel::bind, .forward = kestrel::forward,
-                                    .kv_layout = kestrel::kv_layout, .tiny = {{"nemotron_h", kestrel::kTiny}}};
+  static const kestrel::ArchDef def{.name = "nemotron_h", .aliases = {"nemotron_h_moe"}, .bind = kestrel::bind,
+                                    .forward = kestrel::forward, .kv_layout = kestrel::kv_layout,
+                                    .tiny = {{"nemotron_h", kestrel::kTiny}, {"nemotron_h_moe", kestrel::kTinyMoe}}};
   return def;
 }

@@ -44,25 +44,31 @@ Status bind_dense_ffn(const Model& m, LayerWeights& lw, int l, int64_t n_ff) {
 
 Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& t) {
   const HParams& h = m.hparams();
-  const int64_t E = h.n_embd, X = h.n_expert, F = t.n_ff;
+  const int64_t X = h.n_expert, F = t.n_ff, E = t.n_latent > 0 ? t.n_latent : h.n_embd;
   if (X <= 0 || F <= 0)
     return Error(KESTREL_ERR_FORMAT, m.file().path() + ": layer " + std::to_string(l) +
                                          " has experts but expert_count or the expert feed-forward length is missing");
-  KS_TRY_BIND(lw.ffn_gate_inp, m.require("blk.%d.ffn_gate_inp.weight", {E, X}, l));
-  KS_TRY_BIND(lw.ffn_gate_exps, m.require("blk.%d.ffn_gate_exps.weight", {E, F, X}, l));
+  KS_TRY_BIND(lw.ffn_gate_inp, m.require("blk.%d.ffn_gate_inp.weight", {h.n_embd, X}, l));  // routes on the full width
+  if (t.n_latent > 0) {
+    KS_TRY_BIND(lw.ffn_latent_down, m.require("blk.%d.ffn_latent_down.weight", {h.n_embd, E}, l));
+    KS_TRY_BIND(lw.ffn_latent_up, m.require("blk.%d.ffn_latent_up.weight", {E, h.n_embd}, l));
+  }
+  if (t.gated) KS_TRY_BIND(lw.ffn_gate_exps, m.require("blk.%d.ffn_gate_exps.weight", {E, F, X}, l));
   KS_TRY_BIND(lw.ffn_up_exps, m.require("blk.%d.ffn_up_exps.weight", {E, F, X}, l));
   KS_TRY_BIND(lw.ffn_down_exps, m.require("blk.%d.ffn_down_exps.weight", {F, E, X}, l));
   if (t.router_bias) KS_TRY_BIND(lw.ffn_gate_inp_b, m.require("blk.%d.ffn_gate_inp.bias", {X}, l));
   if (t.selection_bias) KS_TRY_BIND(lw.exp_probs_b, m.optional("blk.%d.exp_probs_b.bias", {X}, l));
   if (t.biases) {
+    if (!t.gated) return Error(KESTREL_ERR_INTERNAL, "bind_experts: biases need gated experts");
     KS_TRY_BIND(lw.ffn_gate_exps_b, m.require("blk.%d.ffn_gate_exps.bias", {F, X}, l));
     KS_TRY_BIND(lw.ffn_up_exps_b, m.require("blk.%d.ffn_up_exps.bias", {F, X}, l));
     KS_TRY_BIND(lw.ffn_down_exps_b, m.require("blk.%d.ffn_down_exps.bias", {E, X}, l));
   }
-  if (t.n_ff_shared > 0) {
-    KS_TRY_BIND(lw.ffn_gate_shexp, m.require("blk.%d.ffn_gate_shexp.weight", {E, t.n_ff_shared}, l));
-    KS_TRY_BIND(lw.ffn_up_shexp, m.require("blk.%d.ffn_up_shexp.weight", {E, t.n_ff_shared}, l));
-    KS_TRY_BIND(lw.ffn_down_shexp, m.require("blk.%d.ffn_down_shexp.weight", {t.n_ff_shared, E}, l));
+  if (t.n_ff_shared > 0) {  // on the full width
+    const int64_t W = h.n_embd;
+    if (t.gated) KS_TRY_BIND(lw.ffn_gate_shexp, m.require("blk.%d.ffn_gate_shexp.weight", {W, t.n_ff_shared}, l));
+    KS_TRY_BIND(lw.ffn_up_shexp, m.require("blk.%d.ffn_up_shexp.weight", {W, t.n_ff_shared}, l));
+    KS_TRY_BIND(lw.ffn_down_shexp, m.require("blk.%d.ffn_down_shexp.weight", {t.n_ff_shared, W}, l));
   }
   return Status::Ok();
 }

@@ -28,6 +28,8 @@ struct ExpertTable {
   bool router_bias = false;     // ffn_gate_inp.bias [n_expert]
   bool selection_bias = false;  // exp_probs_b.bias [n_expert], optional (DeepSeek V3 has it)
   int64_t n_ff_shared = 0;      // ffn_{gate,up,down}_shexp when > 0
+  bool gated = true;            // ffn_gate_exps / ffn_gate_shexp; false: up -> relu^2 -> down (Nemotron)
+  int64_t n_latent = 0;         // > 0: experts work in this width, between ffn_latent_down / _up (LatentMoE)
 };
 // ffn_gate_inp and the stacked experts ffn_{gate,up,down}_exps of layer l.
 Status bind_experts(const Model& m, LayerWeights& lw, int l, const ExpertTable& t);

@@ -43,7 +43,8 @@ enum class ExpertGating : int32_t {
   SIGMOID = 2,         // sigmoid per expert (DeepSeek V3), then top-k
   SOFTMAX_CHOSEN = 3,  // top-k of the logits, softmax over the chosen ones only (gpt-oss)
 };
-enum class ExpertActivation { SWIGLU, SWIGLU_OAI };
+// RELU_SQR: ungated experts, down . relu(up . x)^2 (Nemotron-H MoE; no ffn_gate_exps).
+enum class ExpertActivation { SWIGLU, SWIGLU_OAI, RELU_SQR };
 struct MoeOptions {
   ExpertGating gating = ExpertGating::SOFTMAX;
   bool norm_weights = false;   // chosen weights divided by their sum
@@ -80,7 +81,9 @@ class Builder {
   // down . (act(gate . x) * (up . x)); gate_op SWIGLU (SiLU) or GEGLU (GELU).
   Tensor* swiglu_ffn(Tensor* x, const Tensor* gate, const Tensor* up, const Tensor* down, Op gate_op = Op::SWIGLU);
   Tensor* scale(Tensor* x, float s);  // x * s (a MUL by a per-step input row)
-  // Routed experts (+ the shared expert when the layer has one): [n_embd, T].
+  // Routed experts (+ the shared expert when the layer has one, gated as the experts are):
+  // [n_embd, T]. The router reads x; with ffn_latent_down/up the experts read and write the
+  // latent width in between.
   Tensor* moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o);
   // Expert-indexed product: [N, n_used, T] for x [K, 1 or n_used, T]; ids nullptr = slot i uses
   // matrix i (a per-head product).

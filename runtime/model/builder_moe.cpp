@@ -40,7 +40,7 @@ Tensor* Builder::linear_id(const Tensor* w, Tensor* x, Tensor* ids, const Tensor
 }
 
 Tensor* Builder::moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o) {
-  const int64_t E = hp().n_embd, T = x->ne[1];
+  const int64_t T = x->ne[1];
   const int32_t k = hp().n_expert_used;
   Tensor* logits = linear(lw.ffn_gate_inp, x, lw.ffn_gate_inp_b);  // [n_expert, T]
   Tensor* weights = g_.intermediate(DType::F32, k, T);             // [n_used, T]
@@ -53,19 +53,27 @@ Tensor* Builder::moe_ffn(Tensor* x, const LayerWeights& lw, const MoeOptions& o)
                    .normalize = o.norm_weights,
                    .weights_scale = o.weights_scale};
 
-  Tensor* x1 = g_.reshape(x, E, 1, T);                                     // [n_embd, 1, T]
+  Tensor* xe = lw.ffn_latent_down ? linear(lw.ffn_latent_down, x) : x;  // [E, T]: n_embd or the latent
+  const int64_t E = xe->ne[0];
+  Tensor* x1 = g_.reshape(xe, E, 1, T);                                    // [E, 1, T]
   Tensor* up = linear_id(lw.ffn_up_exps, x1, ids, lw.ffn_up_exps_b);       // [n_ff_exp, n_used, T]
-  Tensor* gate = linear_id(lw.ffn_gate_exps, x1, ids, lw.ffn_gate_exps_b); // [n_ff_exp, n_used, T]
   Tensor* act = g_.intermediate(DType::F32, up->ne[0], k, T);
-  if (o.activation == ExpertActivation::SWIGLU_OAI) {
+  Tensor* gate = o.activation == ExpertActivation::RELU_SQR ? nullptr
+                                                            : linear_id(lw.ffn_gate_exps, x1, ids, lw.ffn_gate_exps_b);
+  if (o.activation == ExpertActivation::RELU_SQR) {
+    g_.add(Op::RELU_SQR, act, up);
+  } else if (o.activation == ExpertActivation::SWIGLU_OAI) {
     g_.add(Op::SWIGLU_OAI, act, gate, up).params = SwigluOaiParams{.alpha = o.oai_alpha, .limit = o.oai_limit};
   } else {
     g_.add(Op::SWIGLU, act, gate, up);
   }
-  Tensor* down = linear_id(lw.ffn_down_exps, act, ids, lw.ffn_down_exps_b);  // [n_embd, n_used, T]
-  Tensor* out = g_.intermediate(DType::F32, E, T);                          // [n_embd, T]
+  Tensor* down = linear_id(lw.ffn_down_exps, act, ids, lw.ffn_down_exps_b);  // [E, n_used, T]
+  Tensor* out = g_.intermediate(DType::F32, E, T);                          // [E, T]
   g_.add(Op::MOE_SUM, out, down, weights);
-  if (lw.ffn_up_shexp) out = add(out, swiglu_ffn(x, lw.ffn_gate_shexp, lw.ffn_up_shexp, lw.ffn_down_shexp));
+  if (lw.ffn_latent_up) out = linear(lw.ffn_latent_up, out);                // [n_embd, T]
+  if (lw.ffn_up_shexp)
+    out = add(out, lw.ffn_gate_shexp ? swiglu_ffn(x, lw.ffn_gate_shexp, lw.ffn_up_shexp, lw.ffn_down_shexp)
+                                     : relu2_ffn(x, lw.ffn_up_shexp, lw.ffn_down_shexp));
   return out;
 }
 

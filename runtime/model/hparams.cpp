@@ -103,6 +103,7 @@ Status read_moe_mla(Reader& r, HParams& h) {
   h.n_ff_shexp = r.i32("expert_shared_feed_forward_length", int64_t{h.n_ff_exp} * h.n_expert_shared, 0);
   h.n_layer_dense_lead = r.i32("leading_dense_block_count", 0, 0, h.n_layer);
   h.n_expert_groups = r.i32("expert_group_count", 0, 0, kMaxExperts);
+  h.moe_latent = r.i32("moe_latent_size", 0, 0);
   h.n_group_used = r.i32("expert_group_used_count", 0, 0, kMaxExperts);
   h.expert_gating = r.i32("expert_gating_func", 0, 0, 3);
   h.expert_weights_norm = r.flag("expert_weights_norm", false);

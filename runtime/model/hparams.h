@@ -40,6 +40,7 @@ struct HParams {
   int32_t n_ff_shexp = 0;          // expert_shared_feed_forward_length, default n_ff_exp * shared
   int32_t n_layer_dense_lead = 0;  // leading_dense_block_count
   int32_t n_expert_groups = 0;     // expert_group_count (DeepSeek V3), 0/1 = none
+  int32_t moe_latent = 0;          // moe_latent_size: the experts' width (LatentMoE), 0 = n_embd
   int32_t n_group_used = 0;        // expert_group_used_count
   int32_t expert_gating = 0;       // expert_gating_func: 0 absent, 1 softmax, 2 sigmoid
   bool expert_weights_norm = false;

@@ -40,6 +40,8 @@ struct LayerWeights {
   const Tensor *ffn_gate_exps = nullptr, *ffn_up_exps = nullptr, *ffn_down_exps = nullptr;
   const Tensor *ffn_gate_exps_b = nullptr, *ffn_up_exps_b = nullptr, *ffn_down_exps_b = nullptr;
   const Tensor *ffn_gate_shexp = nullptr, *ffn_up_shexp = nullptr, *ffn_down_shexp = nullptr;
+  // LatentMoE: the routed experts work in a narrower width, [n_embd -> latent] and back.
+  const Tensor *ffn_latent_down = nullptr, *ffn_latent_up = nullptr;
   // Mamba-2 (hybrid models): the in-projection to z | x B C | dt, the depthwise conv and its
   // bias, the dt bias, A and D per head, the gated group norm's gain, the out-projection.
   const Tensor *ssm_in = nullptr, *ssm_conv1d = nullptr, *ssm_conv1d_b = nullptr, *ssm_dt_b = nullptr;

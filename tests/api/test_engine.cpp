@@ -99,14 +99,15 @@ const char* kPrompts[] = {"Once upon a time", "The little dog", "Lily and Tom we
 // (stories260K); Q4_K, Q6_K (llama-gqa); Q5_K, Q8_0 and MoE experts (qwen3moe); MXFP4 experts and
 // attention sinks (gpt-oss); Q5_0, MLA and a shared expert (deepseek2); sliding-window layers
 // with their own rope, sandwich norms and GEGLU (gemma3); partial rotary, q/k/v biases and a
-// skipped NextN block (glm4moe); Mamba-2 layers' recurrent states beside attention (nemotron_h).
+// skipped NextN block (glm4moe); Mamba-2 layers' recurrent states beside attention (nemotron_h),
+// with relu^2 experts in a latent width (nemotron_h_moe).
 // Alone, a request decodes
 // one token per step (the fused kernels); together, its tokens share steps with other requests'
 // prefill chunks (the tiled GEMM), and the logits must not change by a bit.
 const char* kBatchModels[] = {"stories260K-f32.gguf",  "stories260K-q4_0.gguf",   "stories260K-q8_0.gguf",
                               "llama-gqa-q4_k_m.gguf", "qwen3moe-q4_k_m.gguf",    "gpt-oss-mxfp4_moe.gguf",
                               "deepseek2-q4_k_m.gguf", "gemma3-q8_0.gguf",        "glm4moe-q8_0.gguf",
-                              "nemotron_h-q8_0.gguf"};
+                              "nemotron_h-q8_0.gguf",    "nemotron_h_moe-q8_0.gguf"};
 
 TEST_CASE("engine: 16 concurrent greedy requests equal each run alone, logits bit for bit") {
   std::string file;

@@ -26,12 +26,13 @@ struct Preset {
 };
 
 // A hybrid model's metadata: block_count and the per-layer arrays llama.cpp reads the layer kinds
-// from, given a hybrid_override_pattern (M Mamba-2, * attention with kv heads, - FFN of width ff).
+// from, given a hybrid_override_pattern (M Mamba-2, * attention with kv heads, - FFN or E experts
+// of width ff).
 KV hybrid(const std::string& pattern, int32_t kv_heads, int32_t ff, KV rest) {
   std::vector<int32_t> kv(pattern.size(), 0), ffn(pattern.size(), 0);
   for (size_t l = 0; l < pattern.size(); ++l) {
     if (pattern[l] == '*') kv[l] = kv_heads;
-    if (pattern[l] == '-') ffn[l] = ff;
+    if (pattern[l] == '-' || pattern[l] == 'E') ffn[l] = ff;
   }
   rest.emplace_back("block_count", Value::make_u32(static_cast<uint32_t>(pattern.size())));
   rest.emplace_back("attention.head_count_kv", Value::make_i32_array(kv));
@@ -82,6 +83,12 @@ const std::vector<Preset>& presets() {
         {"attention.key_length", u(256)}, {"attention.value_length", u(256)}, {"attention.sliding_window", u(1024)},
         {"rope.freq_base", f(1000000.0f)}, {"rope.scaling.type", Value::make_string("linear")},
         {"rope.scaling.factor", f(8.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
+      {"gemma-3-12b", "gemma3", 262208,
+       {{"context_length", u(131072)}, {"embedding_length", u(3840)}, {"block_count", u(48)},
+        {"feed_forward_length", u(15360)}, {"attention.head_count", u(16)}, {"attention.head_count_kv", u(8)},
+        {"attention.key_length", u(256)}, {"attention.value_length", u(256)}, {"attention.sliding_window", u(1024)},
+        {"rope.freq_base", f(1000000.0f)}, {"rope.scaling.type", Value::make_string("linear")},
+        {"rope.scaling.factor", f(8.0f)}, {"attention.layer_norm_rms_epsilon", f(1e-6f)}}},
       // hybrid_override_pattern M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-: 24 Mamba-2,
       // 4 attention (no rope), 24 relu^2 FFN layers.
       {"nemotron-h-8b", "nemotron_h", 131072,
@@ -90,6 +97,17 @@ const std::vector<Preset>& presets() {
                {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"ssm.conv_kernel", u(4)},
                {"ssm.state_size", u(128)}, {"ssm.group_count", u(8)}, {"ssm.inner_size", u(8192)},
                {"ssm.time_step_rank", u(128)}, {"attention.layer_norm_rms_epsilon", f(1e-5f)}})},
+      // Nemotron 3 Nano 30B-A3B-class: 23 Mamba-2, 23 MoE (128 experts top-6 + a shared one), 6
+      // attention layers (counts as NVIDIA publishes them; the widths approximate).
+      {"nemotron-3-nano-30b-a3b", "nemotron_h_moe", 131072,
+       hybrid("MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEMEME", 2, 1856,
+              {{"context_length", u(262144)}, {"embedding_length", u(2688)}, {"attention.head_count", u(32)},
+               {"attention.key_length", u(128)}, {"attention.value_length", u(128)}, {"ssm.conv_kernel", u(4)},
+               {"ssm.state_size", u(128)}, {"ssm.group_count", u(8)}, {"ssm.inner_size", u(4096)},
+               {"ssm.time_step_rank", u(64)}, {"expert_count", u(128)}, {"expert_used_count", u(6)},
+               {"expert_feed_forward_length", u(1856)}, {"expert_shared_count", u(1)},
+               {"expert_shared_feed_forward_length", u(3712)}, {"expert_weights_norm", Value::make_bool(true)},
+               {"expert_weights_scale", f(2.5f)}, {"attention.layer_norm_rms_epsilon", f(1e-5f)}})},
       // 46 layers (1 dense, 45 MoE) + 1 NextN block; 106B parameters, 12B active.
       {"glm-4.5-air", "glm4moe", 151552,
        {{"context_length", u(131072)}, {"embedding_length", u(4096)}, {"block_count", u(47)},
@@ -148,10 +166,10 @@ int cmd_synth(int argc, char** argv) {
   }
   if (a.has("--list")) {
     std::printf("presets (real shapes):\n");
-    for (const Preset& p : presets()) std::printf("  %-16s %s\n", p.name, p.arch);
+    for (const Preset& p : presets()) std::printf("  %-24s %s\n", p.name, p.arch);
     std::printf("architectures (tiny test shapes):\n");
     for (const ArchDef* d : all_archs())
-      for (const TinyConfig& t : d->tiny) std::printf("  %-16s %s\n", t.name, d->name);
+      for (const TinyConfig& t : d->tiny) std::printf("  %-24s %s\n", t.name, d->name);
     return 0;
   }
   // PRESET as a word or --preset; --arch NAME alone picks that architecture's tiny shape.
