@@ -39,6 +39,7 @@ class CpuExecutor final : public Executor {
       void (*rows)(const Node&, int64_t, int64_t) = ref::run_items;
 #if defined(__x86_64__)
       if (cpu::has_avx2_fma() && cpu::gated_unary_supported(n)) rows = cpu::gated_unary;
+      if (cpu::has_avx2_fma() && cpu::ssm_scan_supported(n)) rows = cpu::ssm_scan;
 #endif
       if (n.op == Op::GET_ROWS && n.src[0]->layout == cpu::kLayoutGrouped8) rows = cpu::get_rows_grouped;
       const int64_t items = ref::parallel_items(n);
