@@ -171,6 +171,27 @@ TEST_CASE("engine: a common 200-token prefix is computed once") {
   CHECK(st["prefix_cache_hit_rate"].get<double>() > 0.4);
 }
 
+// A hybrid model's Mamba state summarises a whole prefix and is not kept per block: no prefix is
+// attached (docs/API.md), the second request prefills all of its prompt, and its tokens are
+// those of the same prompt run first.
+TEST_CASE("engine: a hybrid model shares no prefix, and a repeated prompt gives the same tokens") {
+  Model m("nemotron_h-q8_0.gguf");
+  if (!m.m) return;
+  const int32_t V = kestrel_model_n_vocab(m.m);
+  Out a, b;
+  for (int32_t i = 0; i < 100; ++i) a.prompt.push_back(1 + (i * 53) % (V - 1));
+  b.prompt = a.prompt;
+  const kestrel_sampler_options so = greedy_sampling();
+  Engine e(m, 1024, 2);
+  kestrel_request ra = greedy(a, 8, &so), rb = greedy(b, 8, &so);
+  REQUIRE(kestrel_engine_generate(e.e, &ra, &a.result) == KESTREL_OK);
+  REQUIRE(kestrel_engine_generate(e.e, &rb, &b.result) == KESTREL_OK);
+  CHECK(a.result.n_cached == 0);
+  CHECK(b.result.n_cached == 0);
+  CHECK(b.tokens == a.tokens);
+  CHECK(a.tokens.size() == 8);
+}
+
 TEST_CASE("engine: cancellation, stop strings, max tokens, bad input") {
   Model m;
   if (!m.m) return;
