@@ -15,8 +15,8 @@ struct Reader {
 
   std::string key(const char* k) const { return arch + "." + k; }
   // A required (or defaulted, when dflt >= 0) positive integer. A per-layer array must be
-  // uniform, unless per_layer is given: then it must hold n_layers values in [0, hi], which go
-  // there, and the largest is the value.
+  // uniform, unless per_layer is given: then an array that varies, or is all 0, must hold
+  // n_layers values in [0, hi], which go there, and the largest is the value.
   int32_t i32(const char* k, int64_t dflt, int64_t lo = 1, int64_t hi = INT32_MAX,
               std::vector<int32_t>* per_layer = nullptr, int32_t n_layers = 0) {
     const std::string name = key(k);
@@ -28,7 +28,7 @@ struct Reader {
         bool uniform = true;
         for (const gguf::Value& e : val->array) uniform &= e.as_int() == v;
         if (!uniform && !per_layer) return fail(name, "varies per layer (not supported by this architecture)");
-        if (!uniform) {
+        if (per_layer && (!uniform || v == 0)) {  // all 0: no layer has one (a hybrid's kinds)
           if (val->array.size() != static_cast<size_t>(n_layers))
             return fail(name, "has " + std::to_string(val->array.size()) + " values for " + std::to_string(n_layers) + " layers");
           for (const gguf::Value& e : val->array) {
@@ -142,7 +142,10 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
   const int32_t n_blocks = h.n_layer + h.n_layer_nextn;
   h.n_ff = r.i32("feed_forward_length", 0, 0, INT32_MAX, &h.n_ff_layer, n_blocks);
   h.n_head = r.i32("attention.head_count", -1, 1, 4096);
-  h.n_head_kv = r.i32("attention.head_count_kv", h.n_head, 1, 4096, &h.n_head_kv_layer, n_blocks);
+  // 0 only as a per-layer array's largest value: a hybrid without attention layers (all Mamba).
+  h.n_head_kv = r.i32("attention.head_count_kv", h.n_head, 0, 4096, &h.n_head_kv_layer, n_blocks);
+  if (r.st.ok() && h.n_head_kv == 0 && h.n_head_kv_layer.empty())
+    return Error(KESTREL_ERR_FORMAT, f.path() + ": metadata '" + arch + ".attention.head_count_kv' = 0 is out of range [1, 4096]");
   if (!r.st.ok()) return r.st;
   for (int32_t kv : h.n_head_kv_layer)
     if (kv > 0 && h.n_head % kv != 0)
@@ -177,7 +180,7 @@ Expected<HParams> read_hparams(const gguf::File& f, const std::string& arch) {
   h.rope_freq_base_swa = r.f32("rope.freq_base_swa", 0.0f);
   KS_RETURN_IF_ERROR(read_moe_mla(r, h));
   if (!r.st.ok()) return r.st;
-  if (h.n_head % h.n_head_kv != 0)
+  if (h.n_head_kv > 0 && h.n_head % h.n_head_kv != 0)
     return Error(KESTREL_ERR_FORMAT, f.path() + ": head_count " + std::to_string(h.n_head) +
                                          " is not a multiple of head_count_kv " + std::to_string(h.n_head_kv));
   if (h.rope.n_rot % 2 != 0)

@@ -12,9 +12,10 @@ namespace {
 
 void add_metadata(gguf::Writer& w, const ArchDef& arch, const TinyConfig& config, const SynthOptions& o) {
   using gguf::Value;
-  w.set("general.architecture", Value::make_string(arch.name));
+  const std::string name = o.architecture ? o.architecture : arch.name;
+  w.set("general.architecture", Value::make_string(name));
   w.set("general.name", Value::make_string(std::string("kestrel-synth-") + config.name));
-  for (const auto& [key, value] : config.kv) w.set(std::string(arch.name) + "." + key, value);
+  for (const auto& [key, value] : config.kv) w.set(name + "." + key, value);
   if (o.vocab_from) {
     for (const gguf::KeyValue& kv : o.vocab_from->metadata())
       if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, kv.value);

@@ -22,6 +22,9 @@ struct SynthOptions {
   // A real vocabulary: this file's tokenizer.* keys replace the synthetic one (and n_vocab), so
   // that what depends on token text (grammars, the tokenizer) is measured at a real model's size.
   const gguf::File* vocab_from = nullptr;
+  // general.architecture and the keys' prefix: an alias of arch (e.g. "nemotron_h_moe", which
+  // llama.cpp tells apart); nullptr: arch's own name.
+  const char* architecture = nullptr;
 };
 
 // A GGUF holding config's metadata and random weights (write() it or to_bytes() it).

@@ -379,6 +379,22 @@ TEST_CASE("synthetic models: inconsistent MoE / MLA metadata is a clear error, n
   auto e4 = with("gpt-oss", "expert_gating_func", gguf::Value::make_u32(7));
   REQUIRE(!e4.ok());
   CHECK(e4.status().to_string().find("expert_gating_func") != std::string::npos);
+  // Per-layer arrays: refused where the architecture has none, checked where it has them.
+  auto e5 = with("llama", "feed_forward_length", gguf::Value::make_i32_array({128, 64}));
+  REQUIRE(!e5.ok());
+  CHECK(e5.status().to_string().find("varies per layer") != std::string::npos);
+  auto e6 = with("nemotron_h", "attention.head_count_kv", gguf::Value::make_i32_array({0, 0, 2}));  // 5 layers
+  REQUIRE(!e6.ok());
+  CHECK(e6.status().to_string().find("3 values for 5 layers") != std::string::npos);
+  auto e7 = with("nemotron_h", "attention.head_count_kv", gguf::Value::make_i32_array({0, 0, 3, 0, 0}));  // 4 heads
+  REQUIRE(!e7.ok());
+  CHECK(e7.status().to_string().find("head_count_kv") != std::string::npos);
+  auto e8 = with("nemotron_h", "ssm.group_count", gguf::Value::make_u32(3));  // 8 heads
+  REQUIRE(!e8.ok());
+  CHECK(e8.status().to_string().find("group_count") != std::string::npos);
+  // A hybrid with no attention layer at all (every head_count_kv 0) is a model, with no K/V.
+  auto ok = with("nemotron_h", "attention.head_count_kv", gguf::Value::make_i32_array({0, 0, 0, 0, 0}));
+  CHECK_MESSAGE(ok.ok(), ok.status().to_string());
 }
 
 namespace {

@@ -182,7 +182,7 @@ int cmd_synth(int argc, char** argv) {
   KV kv;
   SynthOptions o;
   for (const Preset& p : presets())
-    if (name == p.name) arch = find_arch(p.arch), kv = p.kv, o.n_vocab = p.n_vocab;
+    if (name == p.name) arch = find_arch(p.arch), kv = p.kv, o.n_vocab = p.n_vocab, o.architecture = p.arch;
   if (!arch)
     for (const ArchDef* d : all_archs())
       for (const TinyConfig& t : d->tiny)
