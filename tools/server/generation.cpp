@@ -1,5 +1,6 @@
 #include "server/generation.h"
 
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -34,8 +35,18 @@ void on_logits(const float* logits, int32_t n_vocab, void* user) {
   g->row.assign(logits, logits + n_vocab);
 }
 
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 bool on_piece(kestrel_token t, const char* piece, size_t len, void* user) {
   Generation* g = of(user);
+  if (t >= 0) {  // a token (-1: the text held back for stop strings, at the end)
+    const Clock::time_point now = Clock::now();
+    if (g->metrics && g->n_tokens == 0) g->metrics->ttft.observe(seconds(now - g->arrival));
+    if (g->metrics && g->n_tokens > 0) g->metrics->itl.observe(seconds(now - g->last_token));
+    g->last_token = now;
+    ++g->n_tokens;
+  }
   TokenLogprobs lp;
   const bool with_logprobs = g->top_logprobs >= 0 && t >= 0 && !g->row.empty() && !kestrel_model_token_is_eog(g->model, t);
   if (with_logprobs) {
@@ -56,6 +67,10 @@ void on_finished(const kestrel_request_result* r, void* user) {
   auto* ref = static_cast<std::shared_ptr<Generation>*>(user);
   {
     Generation* g = ref->get();
+    if (g->metrics) {
+      g->metrics->count_finish(r->finish);
+      g->metrics->e2e.observe(seconds(Clock::now() - g->arrival));
+    }
     std::lock_guard<std::mutex> lock(g->mu);
     g->result = *r;
     g->done = true;
@@ -156,7 +171,8 @@ std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedReque
 }
 
 std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
-                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out) {
+                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out,
+                                         std::shared_ptr<ServerMetrics> metrics) {
   const GenRequest& req = prepared.req;
   const std::vector<kestrel_token>& tokens = prepared.prompt;
   GenParams gp = req.params;
@@ -170,6 +186,9 @@ std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_m
   g->engine = engine;
   g->model = model;
   g->top_logprobs = gp.top_logprobs;
+  g->metrics = std::move(metrics);
+  g->arrival = prepared.arrival == Clock::time_point{} ? Clock::now() : prepared.arrival;
+  g->n_prompt = static_cast<int32_t>(tokens.size());
   auto* ref = new std::shared_ptr<Generation>(g);  // the engine's reference, released by on_done
   kestrel_request r;
   kestrel_request_init(&r);

@@ -2,6 +2,7 @@
 // (chat template, tokenize), submitting it, and the output the engine's callbacks leave for the reply.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kestrel.h"
+#include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/openai_reply.h"
 #include "server/openai_request.h"
@@ -34,6 +36,11 @@ struct Generation {
   kestrel_request_result result{};
   bool started = false;  // the first token came (the prompt is in the KV cache)
   std::atomic<bool> client_gone{false};  // the next token callback cancels
+  // For /metrics and the request log: the latencies are observed by the engine's callbacks.
+  std::shared_ptr<ServerMetrics> metrics;   // null: nothing observed
+  std::chrono::steady_clock::time_point arrival, last_token;  // last_token: the engine's thread only
+  int32_t n_prompt = 0;
+  std::atomic<int32_t> n_tokens{0};  // tokens generated so far
 
   // The client went away: stop generating (on_done still comes).
   void cancel();
@@ -65,6 +72,7 @@ struct PreparedRequest {
   GenRequest req;
   std::vector<kestrel_token> prompt;
   std::vector<std::shared_ptr<ReplySplitter>> splitters;  // chat: one per choice; completions: none
+  std::chrono::steady_clock::time_point arrival{};  // when the request arrived (latencies count from it)
 };
 
 // Renders the chat template (chat, with the tools) or takes the prompt, and tokenizes it
@@ -73,8 +81,10 @@ struct PreparedRequest {
 std::optional<ApiError> prepare_prompt(const kestrel_model* model, PreparedRequest* out);
 
 // Submits the prompt to the engine as choice `index` (its seed: the request's + index). On
-// success *out is running; every refusal is an ApiError (400, 503 when shutting down).
+// success *out is running; every refusal is an ApiError (400, 503 when shutting down). Its time to
+// first token, inter-token latencies, end-to-end latency and finish reason go to `metrics` (if set).
 std::optional<ApiError> start_generation(kestrel_engine* engine, const kestrel_model* model,
-                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out);
+                                         const PreparedRequest& prepared, int index, std::shared_ptr<Generation>* out,
+                                         std::shared_ptr<ServerMetrics> metrics = nullptr);
 
 }  // namespace kestrel::server

@@ -48,6 +48,14 @@ std::string random_id(const char* prefix) {
   return buf;
 }
 
+// What a request's reply-done callback needs to log it: the generations it started.
+struct RequestLog {
+  std::vector<std::shared_ptr<Generation>> gens;
+};
+
+// A path in a log line: printable ASCII already (the HTTP parser made sure), cut short.
+std::string shown(const std::string& s) { return s.size() <= 200 ? s : s.substr(0, 200) + "..."; }
+
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -74,8 +82,13 @@ class Server {
   std::shared_ptr<void> enter();
   void drain_on_signal(const std::atomic<bool>& stopped);
   // Running generations, so that a drain past its deadline can cancel them (their replies then end).
-  void track(const std::shared_ptr<Generation>& g);
+  // Also lists it in the request's log record (res.user).
+  void track(const std::shared_ptr<Generation>& g, http::Response& res);
   void cancel_all();
+  // The access log line of a finished reply (stderr).
+  void log_reply(const http::Request& req, const http::Response& res, double seconds, bool complete);
+  // Model, backend, context, slots, threads and addresses (stderr), once bound.
+  void print_summary(int port);
 
   // POST /v1/chat/completions and /v1/completions: build_request, then respond.
   void generate(const http::Request& req, http::Response& res, bool chat);
@@ -101,10 +114,9 @@ class Server {
   Embedder embedder_{model_};  // POST /v1/embeddings (its own context, made at first use)
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
-  std::atomic<int64_t> n_http_{0}, n_errors_{0};
+  std::shared_ptr<ServerMetrics> metrics_ = std::make_shared<ServerMetrics>();
   std::mutex gens_mu_;
   std::vector<std::weak_ptr<Generation>> gens_;
-  Clock::time_point started_ = Clock::now();
   http::HttpServer http_;  // last: destroyed first, with every reply that holds an enter() token
 };
 
@@ -113,7 +125,9 @@ std::shared_ptr<void> Server::enter() {
   return std::shared_ptr<void>(nullptr, [this](void*) { --in_flight_; });
 }
 
-void Server::track(const std::shared_ptr<Generation>& g) {
+void Server::track(const std::shared_ptr<Generation>& g, http::Response& res) {
+  if (!res.user) res.user = std::make_shared<RequestLog>();
+  static_cast<RequestLog*>(res.user.get())->gens.push_back(g);
   std::lock_guard<std::mutex> lock(gens_mu_);
   std::erase_if(gens_, [](const std::weak_ptr<Generation>& w) { return w.expired(); });
   gens_.push_back(g);
@@ -129,7 +143,7 @@ void Server::reply_error(http::Response& res, const ApiError& e, bool anthropic)
   res.status = e.http;
   res.content_type = "application/json";
   res.body = anthropic ? anthropic_error_text(e) : error_text(e);
-  ++n_errors_;
+  ++metrics_->http_errors;
 }
 
 bool anthropic_path(std::string_view path) { return path.rfind("/v1/messages", 0) == 0; }
@@ -153,13 +167,30 @@ void Server::add(const char* method, const char* path, Method fn) {
     } catch (...) {
       std::fprintf(stderr, "kestrel serve: internal error in %s %s\n", method, path);
     }
+    std::shared_ptr<void> log = std::move(res.user);  // the generations it started, for the log line
     res = http::Response{};  // drops a stream already set (its request is cancelled)
+    res.user = std::move(log);
     reply_error(res, status_error(500, "internal error"), anthropic_path(path));
   });
 }
 
 bool Server::pre_route(const http::Request& req, http::Response& res) {
-  ++n_http_;
+  ++metrics_->http_requests;
+  if (!opts_.cors_origin.empty() && req.method == "OPTIONS") {  // a browser's CORS preflight: no key needed
+    res.status = 204;
+    res.content_type.clear();
+    res.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    // The headers the browser asks for when they are plain header names (OpenAI's and Anthropic's
+    // browser clients send their own x-stainless-* and anthropic-* headers), else the usual ones.
+    std::string asked = req.header("Access-Control-Request-Headers");
+    const bool plain = !asked.empty() && asked.size() <= 1024 &&
+                       asked.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_, ") ==
+                           std::string::npos;
+    res.headers.emplace_back("Access-Control-Allow-Headers",
+                             plain ? asked : "Authorization, Content-Type, x-api-key, anthropic-version");
+    res.headers.emplace_back("Access-Control-Max-Age", "86400");
+    return true;
+  }
   const bool open = req.path == "/" || req.path == "/health";
   const bool anthropic = anthropic_path(req.path);
   // Bearer, or (Anthropic's clients) x-api-key.
@@ -179,6 +210,7 @@ bool Server::pre_route(const http::Request& req, http::Response& res) {
 
 void Server::generate(const http::Request& req, http::Response& res, bool chat) {
   PreparedRequest pr;
+  pr.arrival = req.received;
   if (auto e = build_request(req, chat, &pr)) return reply_error(res, *e);
   respond(pr, res);
 }
@@ -202,11 +234,11 @@ void Server::respond(const PreparedRequest& pr, http::Response& res) {
       first.cv.wait(lock, [&] { return first.started || first.done; });
     }
     std::shared_ptr<Generation> g;
-    if (auto e = start_generation(engine_, model_, pr, i, &g)) {
+    if (auto e = start_generation(engine_, model_, pr, i, &g, metrics_)) {
       for (auto& started : c.gens) started->cancel();
       return reply_error(res, *e);
     }
-    track(g);
+    track(g, res);
     c.gens.push_back(std::move(g));
   }
   ReplyMeta meta;
@@ -216,7 +248,7 @@ void Server::respond(const PreparedRequest& pr, http::Response& res) {
   meta.chat = pr.req.chat;
   if (!pr.req.params.stream) {
     reply_whole(c, meta, res);
-    if (res.status != 200) ++n_errors_;
+    if (res.status != 200) ++metrics_->http_errors;
     return;
   }
   reply_streamed(std::move(c), meta, openai_stream_format(pr.req.params.include_usage), enter(), res);
@@ -247,13 +279,14 @@ void Server::embeddings_route(const http::Request& req, http::Response& res) {
 
 void Server::messages(const http::Request& req, http::Response& res) {
   PreparedRequest pr;
+  pr.arrival = req.received;
   if (auto e = parse_messages_request(req.body, env_, false, &pr.req)) return reply_error(res, *e, true);
   if (auto e = prepare_prompt(model_, &pr)) return reply_error(res, *e, true);
   Choices c;
   c.splitters = pr.splitters;
   std::shared_ptr<Generation> g;
-  if (auto e = start_generation(engine_, model_, pr, 0, &g)) return reply_error(res, *e, true);
-  track(g);
+  if (auto e = start_generation(engine_, model_, pr, 0, &g, metrics_)) return reply_error(res, *e, true);
+  track(g, res);
   c.gens.push_back(g);
   AnthropicMeta am;
   am.id = random_id("msg");
@@ -315,17 +348,95 @@ void Server::detokenize_route(const http::Request& req, http::Response& res) {
 }
 
 void Server::metrics(const http::Request&, http::Response& res) {
-  HttpCounters c;
-  c.requests = n_http_;
-  c.errors = n_errors_;
-  c.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   std::string text, why;
-  if (!metrics_text(engine_, c, &text, &why)) {
+  if (!metrics_text(engine_, *metrics_, &text, &why)) {
     std::fprintf(stderr, "kestrel serve: /metrics: %s\n", why.c_str());
     return reply_error(res, status_error(500, "internal error"));
   }
   res.content_type = "text/plain; version=0.0.4";
   res.body = std::move(text);
+}
+
+void Server::log_reply(const http::Request& req, const http::Response& res, double seconds, bool complete) {
+  char tail[96];
+  std::snprintf(tail, sizeof tail, " %.3fs%s", seconds, complete ? "" : " (reply cut short)");
+  std::string line = req.method + " " + shown(req.path) + " " + std::to_string(res.status);
+  if (const auto* rl = static_cast<const RequestLog*>(res.user.get()); rl && !rl->gens.empty()) {
+    int64_t gen = 0;
+    for (const auto& g : rl->gens) gen += g->is_done() ? g->result.n_generated : g->n_tokens.load();
+    line += " prompt=" + std::to_string(rl->gens[0]->n_prompt) + " gen=" + std::to_string(gen);
+    if (rl->gens.size() > 1) line += " n=" + std::to_string(rl->gens.size());
+  }
+  std::fprintf(stderr, "%s%s\n", line.c_str(), tail);
+}
+
+namespace {
+
+// "0.26M", "7.6B": a parameter count in a few characters.
+std::string short_count(double n) {
+  char buf[32];
+  if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.1fB", n / 1e9);
+  else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.0fK", n / 1e3);
+  return buf;
+}
+
+// "the model's FILE (ARCH, N params, mostly TYPE)" from kestrel_model_describe.
+std::string model_line(const kestrel_model* model) {
+  size_t len = 0;
+  std::string buf(1 << 16, '\0');
+  kestrel_status st = kestrel_model_describe(model, buf.data(), buf.size(), &len);
+  if (st == KESTREL_ERR_BUFFER_TOO_SMALL) {
+    buf.assign(len + 1, '\0');
+    st = kestrel_model_describe(model, buf.data(), buf.size(), &len);
+  }
+  const json d = st == KESTREL_OK ? json::parse(buf.data(), buf.data() + len, nullptr, false) : json();
+  if (!d.is_object()) return "(not described)";
+  std::string line = d.value("file", std::string("?")) + " (" + d.value("architecture", std::string("?"));
+  if (d.contains("n_params") && d["n_params"].is_number())
+    line += ", " + short_count(d["n_params"].get<double>()) + " params";
+  std::string type;
+  double most = 0;
+  if (d.contains("tensor_types") && d["tensor_types"].is_object())
+    for (const auto& [t, bytes] : d["tensor_types"].items())
+      if (bytes.is_number() && bytes.get<double>() > most) most = bytes.get<double>(), type = t;
+  if (!type.empty()) line += ", mostly " + type;
+  return line + ")";
+}
+
+}  // namespace
+
+// The engine's own numbers win where kestrel_engine_stats reports them (n_ctx, n_parallel,
+// n_threads, backend); the caller's ServerOptions fill in the rest.
+void Server::print_summary(int port) {
+  std::string why;
+  const json s = json::parse(engine_stats(engine_, &why), nullptr, false);
+  const json st = s.is_object() ? s : json::object();
+  auto num = [&](const char* k, double dflt) {
+    return st.contains(k) && st[k].is_number() ? st[k].get<double>() : dflt;
+  };
+  const json kv = st.contains("kv") && st["kv"].is_object() ? st["kv"] : json::object();
+  const double blocks = kv.value("blocks", 0.0), block_size = kv.value("block_size", 0.0);
+  const auto n_ctx = static_cast<long long>(num("n_ctx", blocks * block_size));
+  const auto n_parallel = static_cast<long long>(num("n_parallel", opts_.n_parallel));
+  const auto n_threads = static_cast<long long>(num("n_threads", opts_.n_threads));
+  std::string backend = opts_.backend;
+  if (st.contains("backend") && st["backend"].is_string()) backend = st["backend"].get<std::string>();
+  if (backend.empty()) backend = "auto";
+  std::fprintf(stderr, "kestrel serve: model %s as \"%s\"\n", model_line(model_).c_str(), opts_.model_id.c_str());
+  std::string engine = "kestrel serve: backend " + backend + ", " +
+                       (n_threads > 0 ? std::to_string(n_threads) + " threads" : "threads: all physical cores");
+  if (n_ctx > 0) engine += "; context " + std::to_string(n_ctx) + " tokens";
+  if (blocks > 0) engine += " (" + std::to_string(static_cast<long long>(blocks)) + " KV blocks of " +
+                            std::to_string(static_cast<long long>(block_size)) + ")";
+  if (n_parallel > 0) engine += (n_ctx > 0 ? " shared by " : "; ") + std::to_string(n_parallel) + " parallel slots";
+  std::fprintf(stderr, "%s\n", engine.c_str());
+  const std::string base = "http://" + opts_.host + ":" + std::to_string(port);
+  std::fprintf(stderr,
+               "kestrel serve: OpenAI API %s/v1, Anthropic API %s, chat page %s/, metrics %s/metrics; "
+               "API key %s; CORS %s; request log %s\n",
+               base.c_str(), base.c_str(), base.c_str(), base.c_str(), opts_.api_key.empty() ? "none" : "required",
+               opts_.cors_origin.empty() ? "off" : opts_.cors_origin.c_str(), opts_.log_requests ? "on" : "off");
 }
 
 void Server::routes() {
@@ -334,6 +445,11 @@ void Server::routes() {
   http_.set_error_formatter([this](int status, const std::string& message, http::Response& res) {
     reply_error(res, status_error(status, message));
   });
+  if (!opts_.cors_origin.empty()) http_.set_common_headers({{"Access-Control-Allow-Origin", opts_.cors_origin}});
+  if (opts_.log_requests)
+    http_.set_on_reply([this](const http::Request& q, const http::Response& r, double s, bool complete) {
+      log_reply(q, r, s, complete);
+    });
   add("POST", "/v1/chat/completions", &Server::chat);
   add("POST", "/v1/completions", &Server::completions);
   add("GET", "/v1/models", &Server::models);
@@ -387,6 +503,7 @@ int Server::run() {
     std::fprintf(stderr, "kestrel serve: cannot listen on %s:%d: %s\n", opts_.host.c_str(), opts_.port, why.c_str());
     return 1;
   }
+  print_summary(port);
   std::printf("kestrel serve: listening on http://%s:%d\n", opts_.host.c_str(), port);
   std::fflush(stdout);
   std::atomic<bool> stopped{false};

@@ -59,6 +59,8 @@ struct HttpServer::Impl {
   std::map<std::string, std::vector<std::pair<std::string, Handler>>> routes;  // path -> (method, handler)
   std::function<bool(const Request&, Response&)> pre_routing;
   std::function<void(int, const std::string&, Response&)> error_formatter;
+  std::vector<std::pair<std::string, std::string>> common_headers;
+  ReplyDone on_reply;
 
   int listen_fd = -1, epoll_fd = -1, wake_fd = -1, spare_fd = -1;
   std::atomic<bool> stopping{false};
@@ -108,6 +110,10 @@ struct HttpServer::Impl {
   void handle(const Request& req, Response& res);
   // The layer's own error replies, through the error formatter (thread-safe: loop and workers).
   void error_reply(int status, const std::string& message, Response& res);
+  // Adds the common headers the reply does not set itself.
+  void decorate(Response& res) const;
+  // Calls on_reply (if set), catching what it throws.
+  void reply_done(const Request& req, const Response& res, bool complete);
 };
 
 }  // namespace kestrel::server::http

@@ -283,6 +283,7 @@ void HttpServer::Impl::shed_one() {
   if (fd >= 0) {
     Response r;
     error_reply(503, "the server has no file descriptors left", r);
+    decorate(r);
     const std::string reply = format_fixed(r, false);
     const ssize_t n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
@@ -350,7 +351,7 @@ void HttpServer::Impl::dispatch(Conn& c) {
   set_events(c, 0);
   RequestHead& h = c.head;
   c.req = Request{std::move(h.method), std::move(h.target), std::move(h.path), std::move(h.version),
-                  std::move(h.headers), std::move(c.body), c.addr};
+                  std::move(h.headers), std::move(c.body), c.addr, Clock::now()};
   c.body = std::string();
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -373,6 +374,7 @@ void HttpServer::Impl::dispatch(Conn& c) {
 void HttpServer::Impl::refuse(Conn& c, int status, const std::string& message) {
   Response r;
   error_reply(status, message, r);
+  decorate(r);
   c.out += format_fixed(r, false);
   c.state = Conn::State::kLinger;
   c.in.clear();
@@ -492,6 +494,12 @@ void HttpServer::set_pre_routing(std::function<bool(const Request&, Response&)> 
 void HttpServer::set_error_formatter(std::function<void(int, const std::string&, Response&)> f) {
   impl_->error_formatter = std::move(f);
 }
+
+void HttpServer::set_common_headers(std::vector<std::pair<std::string, std::string>> headers) {
+  impl_->common_headers = std::move(headers);
+}
+
+void HttpServer::set_on_reply(ReplyDone f) { impl_->on_reply = std::move(f); }
 
 int HttpServer::bind(const std::string& host, int port, std::string* why) { return impl_->bind(host, port, why); }
 

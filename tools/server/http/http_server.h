@@ -13,6 +13,7 @@
 // and the set_* calls belong before run(). Linux only (epoll).
 #pragma once
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,6 +48,7 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // names as sent; values trimmed
   std::string body;
   std::string remote_addr;
+  std::chrono::steady_clock::time_point received{};  // when the whole request had arrived
   // Case-insensitive lookup; empty when absent.
   std::string header(std::string_view name) const;
 };
@@ -70,7 +72,13 @@ struct Response {
   // Set for a streamed reply: called once on the worker thread after the head is sent; the reply
   // ends when it returns. Whatever happens, it runs to its end (so it can release what it holds).
   std::function<void(StreamWriter&)> stream;
+  // The handler's own, handed back to the reply-done callback (set_on_reply); the layer never looks inside.
+  std::shared_ptr<void> user;
 };
+
+// The end of one request's reply, for the access log: seconds since Request::received, and
+// complete = false when the reply could not be written whole (the client went away, a handler threw).
+using ReplyDone = std::function<void(const Request&, const Response&, double seconds, bool complete)>;
 
 using Handler = std::function<void(const Request&, Response&)>;
 
@@ -89,6 +97,13 @@ class HttpServer {
   // Fills the reply the layer itself must send (400/408/413/414/431/429/503/404/405, and 500
   // when a handler throws): status and a message; the callback formats the body.
   void set_error_formatter(std::function<void(int status, const std::string& message, Response&)> f);
+  // Headers added to every reply, the layer's own refusals included (CORS); a handler's header of
+  // the same name wins.
+  void set_common_headers(std::vector<std::pair<std::string, std::string>> headers);
+  // Called on the worker thread once the reply of a request that reached a worker is over (a
+  // stream: when it ended). Refusals the event loop sends itself (malformed heads, 408, 413, 429,
+  // 503 for too many connections) are not reported. Exceptions it throws are caught and logged.
+  void set_on_reply(ReplyDone f);
 
   // Binds host:port (port 0: any free port). Returns the bound port, or -1 with *why set.
   int bind(const std::string& host, int port, std::string* why);

@@ -54,24 +54,48 @@ bool HttpServer::Impl::serve(Conn& c) {
   }
   Response res;
   handle(req, res);
+  decorate(res);
   bool keep = c.head.keep_alive && !stopping.load() && !iequals(find_header(res.headers, "connection"), "close");
-  if (!res.stream) return send_all(c.fd, format_fixed(res, keep), timeout) && keep;
+  if (!res.stream) {
+    const bool sent = send_all(c.fd, format_fixed(res, keep), timeout);
+    reply_done(req, res, sent);
+    return sent && keep;
+  }
 
   // Streamed: chunked on HTTP/1.1; HTTP/1.0 cannot read chunks, so no length and close at the end.
   const bool chunked = req.version != "HTTP/1.0";
   keep = keep && chunked;
   const bool head_sent = send_all(c.fd, format_stream_head(res, chunked, keep), timeout);
   SocketStreamWriter writer(c.fd, chunked, timeout, head_sent);
+  bool ok = true;
   try {
     res.stream(writer);  // runs even when the head could not be sent, so it can release what it holds
   } catch (const std::exception& e) {
     log_internal(req, e.what());
-    return false;  // no terminating chunk: the client sees an incomplete reply
+    ok = false;  // no terminating chunk: the client sees an incomplete reply
   } catch (...) {
     log_internal(req, "unknown exception");
-    return false;
+    ok = false;
   }
-  return writer.finish() && keep;
+  ok = ok && writer.finish();
+  reply_done(req, res, ok);
+  return ok && keep;
+}
+
+void HttpServer::Impl::decorate(Response& res) const {
+  for (const auto& [name, value] : common_headers)
+    if (find_header(res.headers, name).empty()) res.headers.emplace_back(name, value);
+}
+
+void HttpServer::Impl::reply_done(const Request& req, const Response& res, bool complete) {
+  if (!on_reply) return;
+  try {
+    on_reply(req, res, std::chrono::duration<double>(Clock::now() - req.received).count(), complete);
+  } catch (const std::exception& e) {
+    log_internal(req, e.what());
+  } catch (...) {
+    log_internal(req, "unknown exception in the reply callback");
+  }
 }
 
 void HttpServer::Impl::handle(const Request& req, Response& res) {
