@@ -1,73 +1,105 @@
-// The page GET / serves: a self-contained chat (no build step, no external assets) that streams
-// from /v1/chat/completions. ?q=TEXT&send=1[&key=KEY] sends TEXT on load (the headless browser test).
+// The page GET / serves: a self-contained chat (no build step, no external assets, no fonts or
+// CDNs) that streams from /v1/chat/completions. Markdown replies (web_markdown.h), Stop, settings
+// (system prompt, temperature, top-p, max tokens, API key), conversations kept in localStorage,
+// regenerate / edit the last message, tokens/s per reply (web_script.h); light and dark
+// (web_style.h). ?q=TEXT&send=1[&key=KEY] sends TEXT in a new chat on load. The pieces are joined
+// into one string at compile time; tests/server/web.test.mjs drives it in headless Chromium.
 #pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "server/web_markdown.h"
+#include "server/web_script.h"
+#include "server/web_style.h"
 
 namespace kestrel::server {
 
-inline constexpr const char* kWebPage = R"HTML(<!doctype html>
+inline constexpr char kWebHead[] = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <title>Kestrel</title>
-<style>
- body{font:15px/1.45 system-ui,sans-serif;margin:0;background:#f6f6f4;color:#222;display:flex;flex-direction:column;height:100vh}
- header{padding:10px 16px;background:#1d3b53;color:#fff;font-weight:600}
- #log{flex:1;overflow-y:auto;padding:16px;max-width:820px;width:100%;box-sizing:border-box;margin:0 auto}
- .msg{white-space:pre-wrap;margin:8px 0;padding:10px 12px;border-radius:8px}
- .user{background:#dfe9f3}.assistant{background:#fff;border:1px solid #ddd}.error{background:#fbe3e3}
- form{display:flex;gap:8px;padding:12px;max-width:820px;width:100%;box-sizing:border-box;margin:0 auto}
- textarea{flex:1;font:inherit;padding:8px;border-radius:6px;border:1px solid #bbb;resize:vertical;min-height:44px}
- button{font:inherit;padding:8px 16px;border-radius:6px;border:0;background:#1d3b53;color:#fff}
- #key{width:140px;font:inherit;padding:6px;border-radius:6px;border:1px solid #bbb}
-</style></head><body>
-<header>Kestrel <span id="model" style="font-weight:400;opacity:.8"></span></header>
-<div id="log"></div>
-<form id="f"><textarea id="q" placeholder="Say something (Enter sends, Shift+Enter for a new line)"></textarea>
-<input id="key" type="password" placeholder="API key (optional)"><button id="send">Send</button></form>
+<style>)HTML";
+
+inline constexpr char kWebBody[] = R"HTML(</style></head><body>
+<div id="app">
+<aside id="side" aria-label="Conversations">
+ <div class="brand"><span class="logo" id="brand-logo"></span>Kestrel</div>
+ <button id="new" type="button"></button>
+ <div class="section">Conversations</div>
+ <nav id="chats"></nav>
+ <div class="side-foot"><button id="open-settings" type="button"></button></div>
+</aside>
+<div id="scrim"></div>
+<main>
+ <header>
+  <button class="icon" id="menu" type="button" title="Conversations" aria-label="Conversations"></button>
+  <div id="title">New chat</div>
+  <button class="pill" id="model" type="button">connecting…</button>
+  <button class="icon" id="settings-top" type="button" title="Settings" aria-label="Settings"></button>
+ </header>
+ <div id="log" aria-live="polite"></div>
+ <form id="f">
+  <div class="box">
+   <textarea id="q" rows="1" placeholder="Message Kestrel…" aria-label="Message"></textarea>
+   <button class="go" id="send" type="submit" title="Send (Enter)" aria-label="Send"></button>
+   <button class="go" id="stop" type="button" title="Stop (Esc)" aria-label="Stop" hidden></button>
+  </div>
+  <div class="hint"><kbd>Enter</kbd> to send · <kbd>Shift</kbd>+<kbd>Enter</kbd> for a new line · <kbd>Esc</kbd> stops a reply</div>
+ </form>
+</main>
+</div>
+<dialog id="settings" aria-labelledby="s-title">
+ <form id="sf" method="dialog" novalidate>
+  <h2 id="s-title">Settings</h2>
+  <p class="note">Kept in this browser and used for every conversation.</p>
+  <label for="s-system">System prompt <small>(optional)</small></label>
+  <textarea id="s-system" placeholder="You are a helpful assistant."></textarea>
+  <div class="row">
+   <div><label for="s-temperature">Temperature</label><input id="s-temperature" type="number" min="0" max="2" step="0.05"></div>
+   <div><label for="s-top_p">Top-p</label><input id="s-top_p" type="number" min="0" max="1" step="0.05"></div>
+   <div><label for="s-max_tokens">Max tokens</label><input id="s-max_tokens" type="number" min="1" step="1" placeholder="no limit"></div>
+  </div>
+  <label for="s-key">API key <small>(when the server was started with --api-key)</small></label>
+  <input id="s-key" type="password" autocomplete="off" placeholder="none">
+  <p class="note" id="keynote" hidden>This server needs an API key.</p>
+  <div class="buttons">
+   <button class="btn" id="s-reset" type="button">Defaults</button><span class="sp"></span>
+   <button class="btn" value="cancel" formnovalidate>Cancel</button>
+   <button class="btn primary" id="s-save" value="save">Save</button>
+  </div>
+ </form>
+</dialog>
 <script>
-const log = document.getElementById('log'), q = document.getElementById('q'), key = document.getElementById('key');
-const params = new URLSearchParams(location.search);
-key.value = params.get('key') || localStorage.getItem('kestrel_key') || '';
-const history = [];
-function headers() {
-  const h = {'Content-Type': 'application/json'};
-  if (key.value) { h['Authorization'] = 'Bearer ' + key.value; localStorage.setItem('kestrel_key', key.value); }
-  return h;
-}
-function add(role, text) {
-  const d = document.createElement('div'); d.className = 'msg ' + role; d.textContent = text;
-  log.appendChild(d); log.scrollTop = log.scrollHeight; return d;
-}
-fetch('/v1/models', {headers: headers()}).then(r => r.json()).then(j => {
-  if (j.data) document.getElementById('model').textContent = j.data[0].id; }).catch(() => {});
-async function send(text) {
-  if (!text.trim()) return;
-  history.push({role: 'user', content: text}); add('user', text);
-  const out = add('assistant', ''); out.dataset.state = 'streaming';
-  try {
-    const r = await fetch('/v1/chat/completions', {method: 'POST', headers: headers(),
-      body: JSON.stringify({model: document.getElementById('model').textContent || undefined,
-                            messages: history, stream: true, max_tokens: 200})});
-    if (!r.ok) { const j = await r.json(); throw new Error(j.error ? j.error.message : r.statusText); }
-    const reader = r.body.getReader(), dec = new TextDecoder(); let buf = '', text = '';
-    for (;;) {
-      const {value, done} = await reader.read(); if (done) break;
-      buf += dec.decode(value, {stream: true});
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const line = buf.slice(0, i).trim(); buf = buf.slice(i + 2);
-        if (!line.startsWith('data: ')) continue;
-        const data = line.slice(6); if (data === '[DONE]') continue;
-        const c = JSON.parse(data).choices[0];
-        if (c && c.delta && c.delta.content) { text += c.delta.content; out.textContent = text; log.scrollTop = log.scrollHeight; }
-      }
-    }
-    history.push({role: 'assistant', content: text});
-  } catch (e) { out.className = 'msg error'; out.textContent = 'Error: ' + e.message; }
-  out.dataset.state = 'done';
-}
-document.getElementById('f').addEventListener('submit', e => { e.preventDefault(); const t = q.value; q.value = ''; send(t); });
-q.addEventListener('keydown', e => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); document.getElementById('send').click(); } });
-if (params.get('q') && params.get('send')) send(params.get('q'));
-</script></body></html>
+'use strict';
 )HTML";
+
+inline constexpr char kWebIcons[] = R"JS(
+for (const [id, icon] of [['brand-logo', 'bird'], ['menu', 'menu'], ['settings-top', 'sliders'], ['send', 'send'], ['stop', 'stop']])
+  document.getElementById(id).innerHTML = svg(icon, 18);
+document.getElementById('new').innerHTML = svg('plus') + 'New chat';
+document.getElementById('open-settings').innerHTML = svg('sliders') + 'Settings';
+)JS";
+
+inline constexpr char kWebTail[] = R"HTML(</script></body></html>
+)HTML";
+
+namespace web_detail {
+// The concatenation of string literals, terminated once, computed by the compiler.
+template <std::size_t... N>
+constexpr auto join_text(const char (&... parts)[N]) {
+  std::array<char, (N + ...) - sizeof...(N) + 1> out{};
+  std::size_t at = 0;
+  auto put = [&](const char* p, std::size_t n) {
+    for (std::size_t i = 0; i + 1 < n; ++i) out[at++] = p[i];
+  };
+  (put(parts, N), ...);
+  return out;
+}
+}  // namespace web_detail
+
+inline constexpr auto kWebPageText =
+    web_detail::join_text(kWebHead, kWebStyle, kWebBody, kWebMarkdown, kWebIcons, kWebScript, kWebTail);
+inline constexpr const char* kWebPage = kWebPageText.data();
 
 }  // namespace kestrel::server
