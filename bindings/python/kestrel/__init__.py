@@ -27,6 +27,11 @@ from .sampler import Sampler, sampler_options
 
 __version__ = "0.1.0"
 
+try:  # written into the wheel by the build (_kestrel_build.py): where its libkestrel came from
+    from . import _build_info
+except ImportError:  # the source tree (PYTHONPATH)
+    _build_info = None  # type: ignore[assignment]
+
 __all__ = [
     "API_VERSION",
     "Batch",

@@ -9,6 +9,7 @@ import weakref
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _structs as S
+from . import completions
 from ._engine import Engine, RequestStream
 from ._handles import ModelHandles
 from ._lib import lib, new_options
@@ -377,6 +378,32 @@ class Model:
         """Like ``chat`` but yields the reply piece by piece (see ``stream``)."""
         ids = self._chat_prompt(messages, template, tools, chat_context or {})
         return self.stream(ids, max_tokens, **options)
+
+    # ---- llama-cpp-python-shaped conveniences (OpenAI dicts; kestrel/completions.py) -------------
+    def create_completion(self, prompt: Prompt, **kwargs: Any) -> Any:
+        """A completion as OpenAI's ``text_completion`` dict (``choices[0].text``,
+        ``finish_reason``, ``usage``), or with ``stream=True`` an iterator of its chunks.
+
+        Keywords (as llama-cpp-python's): ``max_tokens`` (default 16; None: unlimited),
+        ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``seed``, ``presence_penalty``,
+        ``frequency_penalty``, ``repeat_penalty``, ``logit_bias``, ``stop``, ``stream``,
+        ``stream_options`` (``{"include_usage": True}``), ``grammar``, ``response_format``,
+        ``model`` (the name echoed back). Any other keyword raises ``TypeError``.
+        """
+        return completions.create_completion(self, prompt, kwargs)
+
+    def create_chat_completion(self, messages: Messages, **kwargs: Any) -> Any:
+        """The reply to ``messages`` as OpenAI's ``chat.completion`` dict
+        (``choices[0].message`` with ``role``/``content``, ``tool_calls`` when ``tools`` are
+        given, ``finish_reason``, ``usage``), or with ``stream=True`` an iterator of
+        ``chat.completion.chunk`` dicts (``delta``s, then one with the finish reason).
+
+        Keywords: those of ``create_completion`` (``temperature`` default 0.2, ``max_tokens``
+        default None: unlimited) plus ``tools``, ``tool_choice``, ``parallel_tool_calls``,
+        ``template`` and ``chat_context`` (as ``chat``). Any other keyword raises ``TypeError``.
+        """
+        kwargs.setdefault("temperature", 0.2)
+        return completions.create_chat_completion(self, messages, kwargs)
 
 
 def _stream(req: RequestStream) -> Iterator[str]:
