@@ -20,11 +20,14 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/KestrelConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/KestrelConfig.cmake ${CMAKE_BINARY_DIR}/KestrelConfigVersion.cmake
   DESTINATION ${KESTREL_CMAKE_DIR})
 
-# pkg-config: the prefix is found from the .pc file's own folder.
+# pkg-config: the prefix is found from the .pc file's own folder. kestrel.pc: shared, or with
+# --static for `cc -static`; kestrel-static.pc: libkestrel.a with the system libraries shared.
 string(REGEX REPLACE "[^/]+" ".." KESTREL_PC_UP "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 set(KESTREL_PC_CUDA_LIBS "")
 if(KESTREL_WITH_CUDA)
   set(KESTREL_PC_CUDA_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()
 configure_file(cmake/kestrel.pc.in ${CMAKE_BINARY_DIR}/kestrel.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/kestrel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(cmake/kestrel-static.pc.in ${CMAKE_BINARY_DIR}/kestrel-static.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/kestrel.pc ${CMAKE_BINARY_DIR}/kestrel-static.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -7,8 +7,8 @@
 //! The `kestrel` crate wraps all of this in a safe API.
 //!
 //! The crate links `libkestrel` (see `build.rs`: `KESTREL_LIB_DIR`, else pkg-config, else
-//! `-lkestrel`). Its test `abi_layout` checks every struct and enum against the C compiler's
-//! view printed by `kestrel_abi_layout`.
+//! `-lkestrel`), shared, or static with the `static` feature. Its test `abi_layout` checks every
+//! struct and enum against the C compiler's view printed by `kestrel_abi_layout`.
 #![allow(non_camel_case_types)]
 
 mod functions;
