@@ -3,18 +3,23 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-TESTDATA ?= ../shared/testdata
 FUZZ_SECONDS ?= 600
+# Installs the Debian packages the build (and, with --test, the tests) need; idempotent, quiet
+# when all are there. DEPS=true skips it.
+DEPS ?= tools/dev/install-deps.sh
 .PHONY: all demo test asan emu fuzz clean
 all:
+	@$(DEPS)
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Build, then the default demo: the tiny TinyStories model continues a prompt.
+# Build, then the demo: the built-in TinyStories model (tools/cli/demo) continues a prompt.
 demo: all
-	./$(BUILD)/kestrel run -m $(TESTDATA)/models/stories260K-f32.gguf -p "Once upon a time" -n 96 --temp 0
+	./$(BUILD)/kestrel run --color -p "Once upon a time" -n 96 --temp 0
 
-test: all
+test:
+	@$(DEPS) --test
+	$(MAKE) all DEPS=true
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder,
@@ -25,6 +30,7 @@ asan:
 # The CUDA backend without a GPU: the .cu sources compiled as host C++ over the SIMT emulator
 # (backends/cuda/emu); the tests labelled cuda run it against the reference.
 emu:
+	@$(DEPS) --test
 	cmake -S . -B build-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_CUDA_EMULATE=ON $(CMAKE_FLAGS)
 	cmake --build build-emu -j $(JOBS)
 	cd build-emu && ctest --output-on-failure -j $(JOBS) -L cuda

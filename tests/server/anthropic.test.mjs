@@ -23,7 +23,7 @@ const gguf = `${dir}/stories-qwen.gguf`;
 withChatTemplate(model, gguf,
                  JSON.parse(readFileSync(`${data}/chat_templates/Qwen-Qwen2.5-7B-Instruct.json`, 'utf8')).template);
 const KEY = 'anthropic-key-1';
-const { server, base } = await startServer(cli, ['-m', gguf, '--port', '0', '--api-key', KEY, '--ctx', '4096',
+const { server, base } = await startServer(cli, ['-m', gguf, '--port', '0', '--api-key', KEY, '--ctx-size', '4096',
                                                  '--alias', 'stories']);
 const client = new Anthropic({ apiKey: KEY, baseURL: base, maxRetries: 0 });
 const greedy = { model: 'stories', max_tokens: 24, temperature: 0 };

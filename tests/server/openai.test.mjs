@@ -12,7 +12,7 @@ const OpenAI = await openaiClass();
 const { cli, model } = paths();
 const KEY = 'test-key-123';
 const { server, base } = await startServer(cli, ['-m', model, '--port', '0', '--api-key', KEY, '--parallel', '8',
-                                                 '--ctx', '2048', '--alias', 'stories']);
+                                                 '--ctx-size', '2048', '--alias', 'stories']);
 const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
 const auth = { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' };
 const post = (path, body, headers = auth) =>

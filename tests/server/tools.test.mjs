@@ -60,7 +60,7 @@ function validate(call) {
 }
 
 async function serve(gguf) {
-  const { server, base } = await startServer(cli, ['-m', gguf, '--port', '0', '--parallel', '2', '--ctx', '4096',
+  const { server, base } = await startServer(cli, ['-m', gguf, '--port', '0', '--parallel', '2', '--ctx-size', '4096',
                                                    '--alias', 'stories']);
   return { server, base, client: new OpenAI({ apiKey: 'none', baseURL: `${base}/v1`, maxRetries: 0 }) };
 }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -255,5 +256,113 @@ TEST_CASE("kestrel chat with tools: a forced choice gives calls valid under the 
   std::vector<Stats> none;
   const std::string bad = chat_over_pipe(model, "/tool x\\n/exit\\n", "--tools " + tools, &none);
   CHECK(bad.find("no tool call is waiting") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f, nullptr, false);
+}
+}  // namespace
+
+TEST_CASE("kestrel chat on a terminal: the Up arrow recalls the last line, /save and /load, unknown commands") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kestrel_chat_edit_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  // A history file of its own: the test must not read or write the user's ~/.kestrel_history.
+  setenv("KESTREL_HISTORY", (dir / "history").c_str(), 1);
+  PtyProcess p({cli_path(), "chat", "-m", model, "--temp", "0", "-n", "12", "--stats"});
+  unsetenv("KESTREL_HISTORY");
+  REQUIRE(p.wait_for(std::regex("> $"), 0, 30));
+  size_t mark = p.out.size();
+  p.send("Tell me about the cat.\n");
+  std::smatch m;
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  const Stats t1 = parse(m);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+
+  // Up arrow (ESC [ A), then Enter: the same line is sent again as the second message.
+  mark = p.out.size();
+  p.send("\x1b[A");
+  REQUIRE(p.wait_for(std::regex("Tell me about the cat\\."), mark, 30));
+  p.send("\r");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  CHECK(parse(m).prompt > t1.prompt + t1.generated);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+
+  // An unknown command is an error and never reaches the model, with or without an argument.
+  mark = p.out.size();
+  p.send("/frobnicate the cat\n");
+  REQUIRE(p.wait_for(std::regex(R"(unknown command /frobnicate[\s\S]*> $)"), mark, 30));
+  CHECK(p.out.find("[prompt ", mark) == std::string::npos);
+
+  // /save writes the conversation; /reset, /load brings it back (saved again: the same JSON).
+  const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
+  mark = p.out.size();
+  p.send("/save " + a + "\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[saved 4 messages to [\s\S]*> $)"), mark, 30));
+  const nlohmann::json saved = read_json_file(a);
+  REQUIRE(saved.is_array());
+  REQUIRE(saved.size() == 4);
+  CHECK(saved[0]["role"] == "user");
+  CHECK(saved[0]["content"] == "Tell me about the cat.");
+  CHECK(saved[1]["role"] == "assistant");
+  CHECK(saved[2]["content"] == "Tell me about the cat.");
+  CHECK(saved.dump().find("frobnicate") == std::string::npos);
+  mark = p.out.size();
+  p.send("/reset\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[conversation reset\][\s\S]*> $)"), mark, 30));
+  p.send("/load " + a + "\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[loaded 4 messages[\s\S]*> $)"), mark, 30));
+  mark = p.out.size();
+  p.send("/save " + b + "\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[saved 4 messages[\s\S]*> $)"), mark, 30));
+  CHECK(read_json_file(b) == saved);
+  // The loaded conversation goes on: the next prompt holds all four messages.
+  mark = p.out.size();
+  p.send("/system You tell stories.\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[system message set\][\s\S]*> $)"), mark, 30));
+  p.send("/set max-tokens 5\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[max-tokens = 5\][\s\S]*> $)"), mark, 30));
+  p.send("/set warmth 3\n");
+  REQUIRE(p.wait_for(std::regex(R"(unknown setting 'warmth'[\s\S]*> $)"), mark, 30));
+  mark = p.out.size();
+  p.send("And then?\n");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  CHECK(parse(m).prompt > t1.prompt * 2);
+  CHECK(parse(m).generated <= 5);
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+  // A bad file is an error that leaves the conversation as it was.
+  mark = p.out.size();
+  p.send("/load " + (dir / "missing.json").string() + "\n");
+  REQUIRE(p.wait_for(std::regex(R"(/load: cannot open[\s\S]*> $)"), mark, 30));
+  p.send("/stats\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[conversation: 7 messages)"), mark, 30));
+
+  // A message between two """ lines keeps its line breaks; // sends a message that starts with /.
+  mark = p.out.size();
+  p.send("\"\"\"\nfirst line\nsecond line\n\"\"\"\n");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+  mark = p.out.size();
+  p.send("//slash is text\n");
+  REQUIRE(p.wait_for(kStats, mark, 60, &m));
+  REQUIRE(p.wait_for(std::regex("> $"), mark, 30));
+  p.send("/save " + b + "\n");
+  REQUIRE(p.wait_for(std::regex(R"(\[saved 11 messages)"), mark, 30));
+  const nlohmann::json last = read_json_file(b);
+  CHECK(last[0]["role"] == "system");
+  CHECK(last[0]["content"] == "You tell stories.");
+  CHECK(last[7]["content"] == "first line\nsecond line");
+  CHECK(last[9]["content"] == "/slash is text");
+  p.send("/exit\n");
+  CHECK(p.wait_exit(30) == 0);
+  // The history file holds the lines typed.
+  std::ifstream h(dir / "history");
+  std::stringstream hs;
+  hs << h.rdbuf();
+  CHECK(hs.str().find("cat.") != std::string::npos);  // libedit writes spaces as \040
   std::filesystem::remove_all(dir);
 }

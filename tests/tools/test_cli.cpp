@@ -120,14 +120,14 @@ TEST_CASE("kestrel eval prints the reference schema and matches llama.cpp") {
 TEST_CASE("kestrel info and tokenize") {
   const std::string model = testdata_file("models/stories260K-f32.gguf");
   if (model.empty()) return;
-  Result r = run("info -m " + model);
+  Result r = run("info --json -m " + model);
   REQUIRE(r.code == 0);
   const json info = json::parse(r.out);
   CHECK(info["architecture"] == "llama");
   CHECK(info["hparams"]["n_layer"] == 5);
   CHECK(info["memory"]["kv_bytes_per_token"] == 5 * 2 * 32 * 2);
   CHECK(info["memory"]["kv_bytes_per_token_f8_e4m3"] == 5 * 2 * 32);
-  const json fp8 = json::parse(run("info -m " + model + " -c 100 --kv-type f8_e4m3").out);
+  const json fp8 = json::parse(run("info --json -m " + model + " -c 100 --kv-type f8_e4m3").out);
   CHECK(fp8["memory"]["kv_type"] == "f8_e4m3");
   CHECK(fp8["memory"]["kv_bytes_n_ctx"] == 100 * 5 * 2 * 32);
   r = run("tokenize -m " + model + " -p 'Once upon a time'");
@@ -151,7 +151,7 @@ TEST_CASE("bad arguments, missing files and unsupported models give one clear li
   const std::string err = "/tmp/kestrel_cli_err.txt";
   CHECK(run("", err).code == 2);
   CHECK(run("frobnicate", err).code == 2);
-  CHECK(run("run -p hi", err).code == 2);  // no -m
+  CHECK(run("eval --tokens 1", err).code == 2);  // no -m (run, chat and serve have the demo model)
   CHECK(kestrel::test::read_text_file(err).find("--model") != std::string::npos);
   CHECK(run("run -m /nonexistent.gguf -p hi", err).code == 1);
   CHECK(kestrel::test::read_text_file(err).find("/nonexistent.gguf") != std::string::npos);
@@ -257,7 +257,7 @@ TEST_CASE("kestrel synth writes a loadable model of the requested shape") {
   const std::string out = "/tmp/kestrel_cli_synth.gguf";
   Result r = run("synth qwen3moe --set block_count=3 --set expert_used_count=3 --vocab 100 --type q8_0 -o " + out);
   REQUIRE(r.code == 0);
-  r = run("info -m " + out);
+  r = run("info --json -m " + out);
   REQUIRE(r.code == 0);
   const json info = json::parse(r.out);
   CHECK(info["architecture"] == "qwen3moe");
@@ -271,7 +271,7 @@ TEST_CASE("kestrel synth writes a loadable model of the requested shape") {
   // --layers keeps the first blocks of a real shape (here with a small vocabulary).
   r = run("synth qwen3-0.6b --layers 1 --vocab 64 -o " + out);
   REQUIRE(r.code == 0);
-  const json cut = json::parse(run("info -m " + out).out);
+  const json cut = json::parse(run("info --json -m " + out).out);
   CHECK(cut["hparams"]["n_layer"] == 1);
   CHECK(cut["hparams"]["n_embd"] == 1024);
   CHECK(run("synth no-such-model").code == 2);

@@ -2,54 +2,113 @@
 
 #include <unistd.h>
 
-#include <cctype>
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
-#include <sstream>
+#include <memory>
 
 namespace kestrel::cli {
+namespace {
 
-Args::Args(int argc, char** argv, const std::vector<std::string>& options, const std::vector<std::string>& flags) {
-  std::map<std::string, bool> takes_value;
-  auto declare = [&](const std::string& spec, bool value) {
-    std::stringstream ss(spec);
-    std::string part, canon;
-    std::vector<std::string> names;
-    while (std::getline(ss, part, ',')) names.push_back(part);
-    canon = names.back();
-    for (const auto& n : names) {
-      canonical_[n] = canon;
-      takes_value[n] = value;
+std::vector<std::string> split_names(const std::string& names) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= names.size()) {
+    const size_t comma = std::min(names.find(',', pos), names.size());
+    if (comma > pos) out.push_back(names.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
     }
-  };
-  for (const auto& o : options) declare(o, true);
-  for (const auto& f : flags) declare(f, false);
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.'))) {
-      std::string value;
-      bool inline_value = false;
-      if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        inline_value = true;
-      }
-      auto it = canonical_.find(a);
-      if (it == canonical_.end()) throw UsageError("unknown option '" + a + "'");
-      if (takes_value[a]) {
-        if (!inline_value) {
-          if (i + 1 >= argc) throw UsageError("option '" + a + "' needs a value");
-          value = argv[++i];
-        }
-        values_[it->second] = value;
-      } else {
-        values_[it->second] = "1";
-      }
+  }
+  return row[b.size()];
+}
+
+bool is_positional(const Opt& o) { return !o.names.empty() && o.names[0] != '-'; }
+
+}  // namespace
+
+std::vector<std::string> option_names(const Opt& o) { return split_names(o.names); }
+
+std::string nearest_option(const std::string& word, const Opts& opts) {
+  const std::string w = word.substr(0, word.find('='));
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const Opt& o : opts)
+    for (const std::string& n : option_names(o)) {
+      if (n[0] != '-') continue;
+      // A prefix of a long name ("--ctx" of "--ctx-size") is as near as it gets.
+      const size_t d = (w.size() > 2 && n.rfind(w, 0) == 0) ? 1 : edit_distance(w, n);
+      if (d < best_d) best_d = d, best = n;
+    }
+  return best_d <= std::max<size_t>(2, w.size() / 3) ? best : "";
+}
+
+Args::Args(const std::string& command, const std::string& summary, const Opts& opts, int argc, char** argv) {
+  CLI::App app(summary, "kestrel " + command);
+  app.allow_extras(true);  // collected below, to name the nearest known option
+  app.get_formatter()->column_width(34);
+  app.footer("Output goes to stdout, logs to stderr. Exit status: 0 ok, 1 error, 2 usage error.");
+  std::vector<std::pair<CLI::Option*, std::string>> made;  // option, canonical name
+  for (const Opt& o : opts) {
+    const std::vector<std::string> names = option_names(o);
+    CLI::Option* opt = nullptr;
+    if (o.value.empty() && !is_positional(o)) {
+      opt = app.add_flag(o.names, o.help);
     } else {
-      positional_.push_back(a);
+      opt = app.add_option(o.names, o.help);
+      opt->type_name(o.value.empty() ? names.back() : o.value);
+      opt->multi_option_policy(o.repeat ? CLI::MultiOptionPolicy::TakeAll : CLI::MultiOptionPolicy::TakeLast);
+      if (!o.env.empty()) opt->envname(o.env);
+    }
+    made.emplace_back(opt, names.back());
+  }
+  // CLI11 wants argv[0] first; the words given are argv[0..argc).
+  std::vector<std::string> words(argv, argv + argc);
+  std::reverse(words.begin(), words.end());
+  try {
+    app.parse(words);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    throw HelpShown{};
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (extra.size() > 1 && extra[0] == '-') {
+      const std::string near = nearest_option(extra, opts);
+      throw UsageError("unknown option '" + extra + "'" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                       "; kestrel " + command + " --help lists them");
+    }
+    throw UsageError("unexpected argument '" + extra + "'; kestrel " + command + " --help shows the usage");
+  }
+  for (const auto& [opt, name] : made) {
+    if (opt->count() == 0 && opt->results().empty()) continue;
+    if (is_positional(Opt{name, "", ""})) {
+      for (const std::string& r : opt->results()) positional_.push_back(r);
+      continue;
+    }
+    std::vector<std::string>& v = values_[name];
+    if (opt->get_expected_min() == 0) {
+      v.push_back("1");  // a flag
+    } else {
+      for (const std::string& r : opt->results()) v.push_back(r);
     }
   }
 }
@@ -58,31 +117,35 @@ bool Args::has(const std::string& name) const { return values_.count(name) > 0; 
 
 std::string Args::str(const std::string& name, const std::string& dflt) const {
   auto it = values_.find(name);
-  return it == values_.end() ? dflt : it->second;
+  return it == values_.end() || it->second.empty() ? dflt : it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::required(const std::string& name) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) throw UsageError("missing required option " + name);
-  return it->second;
+  if (!has(name)) throw UsageError("missing required option " + name);
+  return str(name);
 }
 
 long long Args::integer(const std::string& name, long long dflt) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) return dflt;
+  if (!has(name)) return dflt;
+  const std::string s = str(name);
   char* end = nullptr;
   errno = 0;
-  const long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (errno || end == it->second.c_str() || *end) throw UsageError(name + ": '" + it->second + "' is not an integer");
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || *end) throw UsageError(name + ": '" + s + "' is not an integer");
   return v;
 }
 
 double Args::number(const std::string& name, double dflt) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) return dflt;
+  if (!has(name)) return dflt;
+  const std::string s = str(name);
   char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end) throw UsageError(name + ": '" + it->second + "' is not a number");
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end) throw UsageError(name + ": '" + s + "' is not a number");
   return v;
 }
 

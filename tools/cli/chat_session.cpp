@@ -56,6 +56,45 @@ void ChatSession::reset() {
   kestrel_sampler_reset(sampler_.get());
 }
 
+nlohmann::ordered_json ChatSession::conversation() const {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  if (!system_.empty()) all.push_back({{"role", "system"}, {"content", system_}});
+  for (const auto& m : messages_) all.push_back(m);
+  return all;
+}
+
+void ChatSession::load(const nlohmann::ordered_json& messages) {
+  if (!messages.is_array()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "a conversation is a JSON array of messages");
+  std::string system;
+  nlohmann::ordered_json rest = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    const std::string where = "message " + std::to_string(i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw Error(KESTREL_ERR_INVALID_ARGUMENT, where + ": an object with a \"role\" string is expected");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw Error(KESTREL_ERR_INVALID_ARGUMENT, where + ": unknown role '" + role + "'");
+    if (role == "system" && i == 0 && m.value("content", nlohmann::ordered_json()).is_string()) {
+      system = m["content"].get<std::string>();
+      continue;
+    }
+    rest.push_back(m);
+  }
+  std::swap(system_, system);
+  std::swap(messages_, rest);
+  try {
+    render();  // a conversation the template cannot render fails here, not at the next message
+  } catch (...) {
+    std::swap(system_, system);
+    std::swap(messages_, rest);
+    throw;
+  }
+  open_calls_ = nlohmann::ordered_json::array();
+}
+
+void ChatSession::set_sampling(const kestrel_sampler_options& sampling) { sampler_ = new_sampler(&sampling); }
+
 std::string ChatSession::render() const {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   if (!system_.empty()) all.push_back({{"role", "system"}, {"content", system_}});

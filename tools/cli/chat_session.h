@@ -53,6 +53,17 @@ class ChatSession {
   size_t open_tool_calls() const { return open_calls_.size(); }
   // Forgets the conversation (the system message stays) and clears the cache.
   void reset();
+  // The conversation as OpenAI-style messages, the system message first (what /save writes).
+  nlohmann::ordered_json conversation() const;
+  // Replaces the conversation with `messages` (a leading system message becomes the system
+  // text); the KV cache keeps whatever prefix still matches. Throws kestrel::Error naming what is
+  // wrong when they are not an array of {"role", "content"} objects.
+  void load(const nlohmann::ordered_json& messages);
+  // Sampling and the reply limit for the next turns (/set).
+  void set_sampling(const kestrel_sampler_options& sampling);
+  void set_max_reply_tokens(int32_t n) { max_reply_tokens_ = n; }
+  int32_t max_reply_tokens() const { return max_reply_tokens_; }
+  size_t cached_tokens() const { return cached_.size(); }
 
  private:
   std::string render() const;  // the conversation through the template (chat_tokenize it)

@@ -97,12 +97,19 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
 
 }  // namespace
 
-int cmd_bench(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), {"-p,--n-prompt", "-n,--n-gen", "-r,--repetitions", "--spec-prompt", "--grammar"});
-  opts.insert(opts.end(), kSpecOptions.begin(), kSpecOptions.end());
-  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  Args a(argc, argv, opts, {"--json", "--per-op"});
+Opts bench_options() {
+  return model_options() +
+         Opts{{"-p,--n-prompt", "N[,N..]", "prompt lengths to time, as llama-bench (default 512; 0: none)"},
+              {"-n,--n-gen", "N[,N..]", "generation lengths to time (default 128; 0: none)"},
+              {"-r,--repetitions", "N", "runs of each test; the table shows mean and spread (default 5)"},
+              {"--spec-prompt", "TEXT", "the prompt the speculative generation test continues"},
+              {"--grammar", "NAME|FILE", "also time generation under a grammar: json, or a GBNF file"},
+              {"--json", "", "print the results as JSON"},
+              {"--per-op", "", "also time each op of one decode step against the roofline"}} +
+         spec_options() + cache_options();
+}
+
+int cmd_bench(const Args& a) {
   a.required("--model");
   // Like llama-bench, -p and -n take comma-separated lists (0 skips that kind of test).
   std::vector<std::pair<bool, int>> tests;  // (is generation, tokens)

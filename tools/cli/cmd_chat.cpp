@@ -2,9 +2,8 @@
 // Replies stream as they are generated; each turn only the new tokens are processed (the KV
 // cache is kept between turns). Ctrl-C stops a reply; Ctrl-C at the prompt (or a second one while
 // the reply is stopping) exits. With --tools, replies are split into reasoning, content and tool
-// calls (docs/TOOLS.md); /tool answers a call.
-#include <poll.h>
-#include <pthread.h>
+// calls (docs/TOOLS.md); /tool answers a call. On a terminal, lines are edited with libedit
+// (history, the Up arrow); /save and /load keep a conversation as JSON messages.
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,10 +12,12 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <cstdlib>
 #include <sstream>
 
 #include "chat_session.h"
 #include "common.h"
+#include "line_input.h"
 
 namespace kestrel::cli {
 namespace {
@@ -41,48 +42,19 @@ void install_sigint() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-// One line from stdin without the newline; nullopt at end of input or on Ctrl-C. SIGINT stays
-// blocked except inside ppoll(), so a Ctrl-C that lands just before the wait cannot be lost.
-std::optional<std::string> read_line() {
-  sigset_t block, open;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &block, &open);
-  sigdelset(&open, SIGINT);
-  std::string line;
-  std::optional<std::string> result;
-  for (;;) {
-    if (g_interrupted_at_prompt.load()) break;
-    pollfd p{STDIN_FILENO, POLLIN, 0};
-    if (ppoll(&p, 1, nullptr, &open) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    char c;
-    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n == 1) {
-      if (c == '\n') {
-        result = line;
-        break;
-      }
-      line.push_back(c);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0 && !line.empty()) result = line;
-    break;
-  }
-  pthread_sigmask(SIG_UNBLOCK, &block, nullptr);
-  return result;
-}
-
 const char* kHelp =
     "commands:\n"
-    "  /reset   forget the conversation (the system message stays)\n"
-    "  /tool T  answer the oldest open tool call with T (the model replies once all are answered)\n"
-    "  /exit    leave (also /quit, Ctrl-D, or Ctrl-C at the prompt)\n"
-    "  /help    this text\n"
-    "Ctrl-C during a reply stops it. End a line with \\ to continue the message on the next line.\n";
+    "  /system TEXT      set the system message (empty: none); the conversation stays\n"
+    "  /set NAME VALUE   temp, top-p, top-k, min-p, seed or max-tokens for the next replies\n"
+    "  /save FILE        write the conversation as JSON messages\n"
+    "  /load FILE        read a conversation written by /save (or any JSON array of messages)\n"
+    "  /stats            the last reply's token counts and speeds, and the context in use\n"
+    "  /reset            forget the conversation (the system message stays)\n"
+    "  /tool TEXT        answer the oldest open tool call with TEXT (the model replies once all are answered)\n"
+    "  /exit             leave (also /quit, Ctrl-D, or Ctrl-C at the prompt)\n"
+    "  /help             this text\n"
+    "Ctrl-C during a reply stops it. End a line with \\ to go on on the next line, or put the message\n"
+    "between two lines of \"\"\". A message that starts with / is written //.\n";
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
@@ -117,30 +89,110 @@ void print_stats(const ChatTurnStats& s) {
                s.interrupted ? " | interrupted" : "", s.truncated ? " | token limit" : "");
 }
 
+
+// /set NAME VALUE: a sampling setting or the reply limit; false (with a message) when unknown.
+bool apply_setting(const std::string& name, const std::string& value, kestrel_sampler_options* so, ChatSession* chat) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end) {
+    std::fprintf(stderr, "/set %s: '%s' is not a number\n", name.c_str(), value.c_str());
+    return false;
+  }
+  if (name == "temp" || name == "temperature") so->temperature = static_cast<float>(v);
+  else if (name == "top-p" || name == "top_p") so->top_p = static_cast<float>(v);
+  else if (name == "top-k" || name == "top_k") so->top_k = static_cast<int32_t>(v);
+  else if (name == "min-p" || name == "min_p") so->min_p = static_cast<float>(v);
+  else if (name == "seed") so->seed = static_cast<uint64_t>(v);
+  else if (name == "max-tokens" || name == "max_tokens" || name == "n-predict") {
+    chat->set_max_reply_tokens(static_cast<int32_t>(v));
+    return true;
+  } else {
+    std::fprintf(stderr, "/set: unknown setting '%s' (temp, top-p, top-k, min-p, seed, max-tokens)\n", name.c_str());
+    return false;
+  }
+  chat->set_sampling(*so);
+  return true;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!(f << text)) throw Error(KESTREL_ERR_IO, "cannot write '" + path + "'");
+}
+
+// The session commands (not /tool, which replies); false when `line` is none of them.
+bool run_command(const std::string& line, ChatSession& chat, kestrel_sampler_options& so,
+                 const std::optional<ChatTurnStats>& last, uint32_t n_ctx) {
+  const size_t sp = line.find(' ');
+  const std::string cmd = line.substr(0, sp);
+  std::string arg = sp == std::string::npos ? "" : line.substr(sp + 1);
+  while (!arg.empty() && (arg.back() == ' ' || arg.back() == '\r')) arg.pop_back();
+  if (cmd == "/help") {
+    std::fputs(kHelp, stdout);
+  } else if (cmd == "/reset") {
+    chat.reset();
+    std::fputs("[conversation reset]\n", stdout);
+  } else if (cmd == "/system") {
+    chat.set_system(arg);
+    std::printf("[system message %s]\n", arg.empty() ? "removed" : "set");
+  } else if (cmd == "/set") {
+    const size_t s2 = arg.find(' ');
+    if (s2 == std::string::npos) std::fputs("/set NAME VALUE (temp, top-p, top-k, min-p, seed, max-tokens)\n", stderr);
+    else if (apply_setting(arg.substr(0, s2), arg.substr(s2 + 1), &so, &chat)) std::printf("[%s = %s]\n", arg.substr(0, s2).c_str(), arg.substr(s2 + 1).c_str());
+  } else if (cmd == "/save") {
+    if (arg.empty()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "/save FILE");
+    const nlohmann::ordered_json c = chat.conversation();
+    write_text_file(arg, c.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+    std::printf("[saved %zu messages to %s]\n", c.size(), arg.c_str());
+  } else if (cmd == "/load") {
+    if (arg.empty()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "/load FILE");
+    const nlohmann::ordered_json c = nlohmann::ordered_json::parse(read_file(arg, "conversation"), nullptr, false);
+    if (c.is_discarded()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "'" + arg + "' is not JSON");
+    chat.load(c);
+    std::printf("[loaded %zu messages from %s]\n", c.size(), arg.c_str());
+  } else if (cmd == "/stats") {
+    if (last) print_stats(*last);
+    else std::fputs("[no reply yet]\n", stderr);
+    std::fprintf(stderr, "[conversation: %zu messages, %zu of %u context tokens in the cache; temp %g, top-p %g, top-k %d, max-tokens %d]\n",
+                 chat.conversation().size(), chat.cached_tokens(), n_ctx, so.temperature, so.top_p, so.top_k,
+                 chat.max_reply_tokens());
+  } else {
+    return false;
+  }
+  std::fflush(stdout);
+  return true;
+}
+
 }  // namespace
 
-int cmd_chat(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), kSamplerOptions.begin(), kSamplerOptions.end());
-  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  opts.insert(opts.end(), {"--system", "--chat-template", "-c,--ctx-size", "-n,--n-predict", "--tools", "--tool-choice"});
-  Args a(argc, argv, opts, {"--stats"});
-  a.required("--model");
-  const kestrel_sampler_options so = sampler_options_from_args(a);
+Opts chat_options() {
+  return model_options(true) +
+         Opts{{"--system", "TEXT", "the system message"},
+              {"--chat-template", "FILE", "a Jinja chat template instead of the model's"},
+              ctx_option("context size in tokens (default 0: the model's, at most 4096)"),
+              {"-n,--n-predict", "N", "most tokens per reply (default -1: no limit but the context)"},
+              {"--tools", "FILE", "tools (a JSON array, OpenAI's shape) the model may call (docs/TOOLS.md)"},
+              {"--tool-choice", "CHOICE", "auto, none, required or a tool's name (default auto)"},
+              {"--load", "FILE", "start from a conversation saved with /save"},
+              {"--stats", "", "print token counts and speeds after each reply"}} +
+         sampler_options() + cache_options();
+}
+
+int cmd_chat(const Args& a) {
+  kestrel_sampler_options so = sampler_options_from_args(a);
   const long long n_ctx_arg = a.integer("--ctx-size", 0);
   const int32_t max_reply = static_cast<int32_t>(a.integer("--n-predict", -1));
   const std::string tmpl = a.has("--chat-template") ? read_file(a.str("--chat-template"), "chat template") : "";
   ChatTools tools;
   if (a.has("--tools")) tools.tools_json = read_file(a.str("--tools"), "tools file");
   if (a.has("--tool-choice")) {
-    if (!a.has("--tools")) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "--tool-choice needs --tools");
+    if (!a.has("--tools")) throw UsageError("--tool-choice needs --tools");
     tools.tool_choice = a.str("--tool-choice");
   }
   const bool stats = a.has("--stats");
   const bool tty = isatty(STDIN_FILENO);
   const kestrel_kv_type kv_type = kv_type_from_args(a);
 
-  ModelPtr model = load_model_from_args(a);
+  ModelPtr model = load_model_from_args(a, false, /*allow_demo=*/true);
   kestrel_context_options co;
   kestrel_context_options_init(&co);
   co.kv_type = kv_type;
@@ -150,17 +202,26 @@ int cmd_chat(int argc, char** argv) {
   ContextPtr ctx = new_context(model.get(), &co);
   ChatSession chat(model.get(), ctx.get(), so, tmpl, max_reply, tools);
   if (a.has("--system")) chat.set_system(a.str("--system"));
+  if (a.has("--load")) run_command("/load " + a.str("--load"), chat, so, std::nullopt, kestrel_context_n_ctx(ctx.get()));
   std::fprintf(stderr, "kestrel chat: %s\n", load_summary(model.get(), ctx.get()).c_str());
   if (tty) std::fprintf(stderr, "type /help for commands\n");
   install_sigint();
+  LineInput input(tty, g_interrupted_at_prompt);
+  std::optional<ChatTurnStats> last;
 
   for (;;) {
-    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    std::fflush(stdout);
     std::string msg;
-    std::optional<std::string> line;
-    while ((line = read_line()) && !line->empty() && line->back() == '\\') {
-      msg += line->substr(0, line->size() - 1) + "\n";
-      if (tty) std::fputs(". ", stdout), std::fflush(stdout);
+    std::optional<std::string> line = input.read(tty ? "> " : "");
+    if (line && *line == "\"\"\"") {  // a block up to the next """ line
+      std::string block;
+      while ((line = input.read(tty ? ". " : "")) && *line != "\"\"\"") block += (block.empty() ? "" : "\n") + *line;
+      if (line) line = block;
+    } else {
+      while (line && !line->empty() && line->back() == '\\') {
+        msg += line->substr(0, line->size() - 1) + "\n";
+        line = input.read(tty ? ". " : "");
+      }
     }
     if (!line) {
       if (tty) std::fputs("\n", stdout);
@@ -168,20 +229,19 @@ int cmd_chat(int argc, char** argv) {
     }
     msg += *line;
     if (msg.empty()) continue;
+    input.remember(msg);
     if (msg == "/exit" || msg == "/quit") return 0;
-    if (msg == "/help") {
-      std::fputs(kHelp, stdout);
+    if (msg[0] == '/' && msg.rfind("//", 0) != 0 && msg != "/tool" && msg.rfind("/tool ", 0) != 0) {
+      try {
+        if (!run_command(msg, chat, so, last, kestrel_context_n_ctx(ctx.get())))
+          std::fprintf(stderr, "unknown command %s (try /help; a message starting with / is written //)\n",
+                       msg.substr(0, msg.find(' ')).c_str());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "%s: %s\n", msg.substr(0, msg.find(' ')).c_str(), e.what());
+      }
       continue;
     }
-    if (msg == "/reset") {
-      chat.reset();
-      std::fputs("[conversation reset]\n", stdout);
-      continue;
-    }
-    if (msg[0] == '/' && msg.find(' ') == std::string::npos) {
-      std::printf("unknown command %s (try /help)\n", msg.c_str());
-      continue;
-    }
+    if (msg.rfind("//", 0) == 0) msg.erase(0, 1);
     const bool is_tool = msg == "/tool" || msg.rfind("/tool ", 0) == 0;
     if (is_tool && chat.open_tool_calls() == 0) {
       std::puts("no tool call is waiting for a result");
@@ -218,6 +278,7 @@ int cmd_chat(int argc, char** argv) {
       if (s.dropped_messages) std::fprintf(stderr, "[left out the %d oldest messages to fit the context]\n", s.dropped_messages);
       if (s.interrupted) std::fprintf(stderr, "[stopped]\n");
       if (stats) print_stats(s);
+      last = s;
     } catch (const Error& e) {
       g_generating.store(false);
       std::fprintf(stderr, "\nkestrel chat: %s: %s\n", kestrel_status_name(e.status()), e.what());

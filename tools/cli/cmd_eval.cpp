@@ -49,11 +49,16 @@ nlohmann::json top_k(const float* logits, int32_t n, int k) {
 
 }  // namespace
 
-int cmd_eval(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  opts.insert(opts.end(), {"--tokens", "--n-predict", "--top", "-c,--ctx-size"});
-  Args a(argc, argv, opts, {});
+Opts eval_options() {
+  return model_options() +
+         Opts{{"--tokens", "ID,ID,...", "the prompt's token ids (required)"},
+              {"-n,--n-predict", "N", "greedy tokens to generate after the prompt (default 32)"},
+              {"--top", "K", "logits shown per position, the K largest (default 10)"},
+              ctx_option("context size in tokens (default 0: the model's training context)")} +
+         cache_options();
+}
+
+int cmd_eval(const Args& a) {
   const std::vector<kestrel_token> prompt = parse_ids(a.required("--tokens"));
   const int n_predict = static_cast<int>(a.integer("--n-predict", 32));
   const int k = static_cast<int>(a.integer("--top", 10));

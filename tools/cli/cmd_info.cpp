@@ -1,7 +1,8 @@
-// kestrel info: the model's architecture, hyper-parameters, tensors and memory needs as JSON on
-// stdout, and a one-line summary on stderr: total vs active parameters per token, KV bytes per
-// token (and what full K/V would take when the cache is compressed, as MLA's is).
-//   kestrel info -m MODEL [-d cuda] [-c N_CTX]
+// kestrel info: a short summary of the model on stdout (info_summary.h); with --json, the model's
+// architecture, hyper-parameters, tensors and memory needs as JSON on stdout, and a one-line
+// summary on stderr: total vs active parameters per token, KV bytes per token (and what full K/V
+// would take when the cache is compressed, as MLA's is).
+//   kestrel info -m MODEL [-d cuda] [-c N_CTX] [--json]
 // With a device backend (-d cuda) nothing is loaded onto the device: the file is read as the
 // scalar reference backend reads it (mapped, nothing copied), the device is opened on its own,
 // and the JSON gains "device": its memory, what the model would take there and whether that
@@ -16,20 +17,15 @@
 #include <string>
 
 #include "bench_roofline.h"
+#include "backends/backend.h"
 #include "common.h"
+#include "gguf/gguf.h"
+#include "info_summary.h"
 
 namespace kestrel::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string human_bytes(double b) {
-  char buf[32];
-  if (b >= 1073741824.0) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else if (b >= 1048576.0) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  return buf;
-}
 
 // The KV cache's cells for n_ctx: whole blocks of 16 (fewer per block for tiny caches), as
 // KvCache::create rounds them for one sequence.
@@ -86,11 +82,14 @@ json device_needs(const json& d, const DeviceMemory& dev, int64_t n_ctx, uint64_
 
 }  // namespace
 
-int cmd_info(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  opts.push_back("-c,--ctx-size");
-  opts.insert(opts.end(), kCacheOptions.begin(), kCacheOptions.end());
-  Args a(argc, argv, opts, {});
+Opts info_options() {
+  return model_options() +
+         Opts{ctx_option("the context to size the KV cache for (default: the model's training context, as the summary sizes it)"),
+              {"--json", "", "print the full description as JSON (hparams, tensors, memory)"}} +
+         cache_options();
+}
+
+int cmd_info(const Args& a) {
   const kestrel_kv_type kv_type = kv_type_from_args(a);
   const char* kv_name = kv_type == KESTREL_KV_F8_E4M3 ? "f8_e4m3" : kv_type == KESTREL_KV_F32 ? "f32" : "f16";
   const std::string backend = a.str("--device", "auto");
@@ -126,6 +125,25 @@ int cmd_info(int argc, char** argv) {
     kv_per_token = kv_type == KESTREL_KV_F8_E4M3 ? d["memory"].value("kv_bytes_per_token_f8_e4m3", f16 / 2)
                    : kv_type == KESTREL_KV_F32   ? 2 * f16
                                                  : f16;
+  }
+  if (!a.has("--json") && has_memory) {
+    InfoInputs in;
+    in.desc = d;
+    if (auto f = gguf::File::open(a.required("--model")); f.ok())
+      in.chat_template = f.value()->get_string("tokenizer.chat_template").value_or("");
+    in.n_ctx = std::max<int64_t>(n_ctx, 1);
+    in.kv_type = kv_name;
+    in.kv_bytes_per_token = kv_per_token;
+    const auto compiled = compiled_backends();
+    if (dev.ok) {
+      in.cuda = device_needs(d, dev, in.n_ctx, kv_per_token);
+    } else if (std::find(compiled.begin(), compiled.end(), "cuda") != compiled.end()) {
+      DeviceMemory none;
+      none.name = "cuda";
+      in.cuda = device_needs(d, none, in.n_ctx, kv_per_token);
+    }
+    std::fputs(info_summary(in).c_str(), stdout);
+    return 0;
   }
   if (has_memory && (dev.ok || n_ctx_arg > 0)) {
     if (n_ctx_arg > 0) {

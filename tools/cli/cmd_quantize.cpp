@@ -27,17 +27,26 @@ double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 
 }  // namespace
 
-int cmd_quantize(int argc, char** argv) {
-  Args a(argc, argv, {"-t,--threads"}, {"--pure", "--allow-requantize", "-v,--verbose", "-h,--help"});
-  if (a.has("--help")) {
-    std::printf("usage: kestrel quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--allow-requantize] [--verbose]\n"
-                "  --pure              every quantized tensor gets TYPE (no per-tensor mix rules)\n"
-                "  --allow-requantize  accept already-quantized input tensors\n");
+Opts quantize_options() {
+  std::string types = "the output type (case-insensitive):";
+  for (const quant::FileTypeName& f : quant::file_type_names()) types += std::string(" ") + f.name;
+  return {{"IN", "", "the input GGUF (F32, F16 or BF16 tensors)"},
+          {"OUT", "", "the GGUF to write"},
+          {"TYPE", "", types},
+          {"-t,--threads", "N", "threads (default 0: one per core)"},
+          {"--pure", "", "every quantized tensor gets TYPE (no per-tensor mix rules)"},
+          {"--allow-requantize", "", "accept already-quantized input tensors"},
+          {"-v,--verbose", "", "print each tensor's type change"},
+          {"--list-types", "", "list the types with what each is"}};
+}
+
+int cmd_quantize(const Args& a) {
+  if (a.has("--list-types")) {
     print_types(stdout);
     return 0;
   }
   const auto& pos = a.positional();
-  if (pos.size() != 3) throw UsageError("quantize needs IN.gguf OUT.gguf TYPE");
+  if (pos.size() != 3) throw UsageError("quantize needs IN OUT TYPE (kestrel quantize --list-types lists the types)");
   const quant::FileTypeName* type = quant::find_file_type(pos[2]);
   if (!type) {
     std::fprintf(stderr, "kestrel quantize: unknown type '%s'\n", pos[2].c_str());

@@ -8,46 +8,11 @@
 #include <string>
 
 #include "common.h"
+#include "demo_model.h"
 #include "server/server.h"
 
 namespace kestrel::cli {
 namespace {
-
-void print_help() {
-  const server::http::Limits h;
-  const server::JsonLimits j;
-  std::printf(
-      "usage: kestrel serve -m MODEL [options]\n"
-      "  -m, --model FILE        the GGUF model\n"
-      "  -t, --threads N         compute threads (default 0: the model's setting)\n"
-      "  -d, --device NAME       backend (default auto)\n"
-      "  --host ADDR             address to listen on (default 127.0.0.1)\n"
-      "  --port N                port (default 8080; 0: any free port, printed)\n"
-      "  --api-key KEY           require 'Authorization: Bearer KEY' (default $KESTREL_API_KEY, else none)\n"
-      "  --alias NAME            the model name clients send and /v1/models shows (default the file name)\n"
-      "  --parallel N            requests decoding at once (default 4, at most 64)\n"
-      "  -c, --ctx N             KV cache tokens shared by all requests (default 0: min(model's, 4096))\n"
-      "  --batch N               tokens per engine step (default 256)\n"
-      "  --draft MODEL, --spec none|draft|ngram, --spec-k N   speculative decoding for every request\n"
-      "  --kv-type f16|f32|f8_e4m3   the KV cache's type (default f16; f8_e4m3: half the memory)\n"
-      "limits (checked before any work; a client past one gets a 4xx error):\n"
-      "  --max-body BYTES        largest request body (default %zu = %zu MiB; 413 beyond)\n"
-      "  --max-json-depth N      deepest nesting of arrays/objects in a request body (default %d; 400 beyond)\n"
-      "  --max-messages N        most entries in a chat request's 'messages' (default %zu; 400 beyond)\n"
-      "  --max-n N               most choices one request may ask for with 'n' (default %d; 400 beyond)\n"
-      "  --header-timeout S      seconds for the request line and headers to arrive (default %g; 408 after)\n"
-      "  --body-timeout S        seconds for the whole body to arrive after the headers (default %g; 408 after)\n"
-      "  --max-connections N     open connections at once (default %d; beyond: 503, closed)\n"
-      "  --max-connections-per-client N\n"
-      "                          open connections from one address (default %d; beyond: 429, closed)\n"
-      "  --http-threads N        threads running requests, started at once (default %d); more start when all\n"
-      "                          are busy (a stream holds one), up to --max-connections; slow clients hold none\n"
-      "  (fixed: request line %zu bytes (414), headers %zu bytes or %zu lines (431), idle keep-alive %gs,\n"
-      "   a stalled reply write %gs; SIGINT/SIGTERM let running requests finish for up to 30 s)\n",
-      h.max_body_bytes, h.max_body_bytes >> 20, j.max_depth, j.max_messages, j.max_n, h.header_timeout_s, h.body_timeout_s, h.max_connections,
-      h.max_connections_per_client, h.n_workers, h.max_request_line, h.max_header_bytes, h.max_headers,
-      h.idle_timeout_s, h.send_timeout_s);
-}
 
 long long in_range(const Args& a, const char* name, long long dflt, long long lo, long long hi) {
   const long long v = a.integer(name, dflt);
@@ -81,19 +46,38 @@ void limits_from_args(const Args& a, server::ServerOptions* so) {
 
 }  // namespace
 
-int cmd_serve(int argc, char** argv) {
-  std::vector<std::string> options = kModelOptions;
-  for (const char* o : {"--host", "--port", "--api-key", "--parallel", "-c,--ctx", "--batch", "--alias", "--max-body",
-                        "--max-json-depth", "--max-messages", "--max-n", "--header-timeout", "--body-timeout",
-                        "--max-connections", "--max-connections-per-client", "--http-threads"})
-    options.push_back(o);
-  options.insert(options.end(), kSpecOptions.begin(), kSpecOptions.end());
-  options.insert(options.end(), kCacheOptions.begin(), kCacheOptions.end());
-  Args a(argc, argv, options, {"-h,--help"});
-  if (a.has("--help")) {
-    print_help();
-    return 0;
-  }
+Opts serve_options() {
+  const server::http::Limits h;
+  const server::JsonLimits j;
+  auto num = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  auto dflt = [](auto v) { return " (default " + std::to_string(v) + ")"; };
+  return model_options(true) +
+         Opts{{"--host", "ADDR", "address to listen on (default 127.0.0.1)"},
+              {"--port", "N", "port (default 8080; 0: any free port, printed)"},
+              {"--api-key", "KEY", "require 'Authorization: Bearer KEY' (default $KESTREL_API_KEY, else none)"},
+              {"--cors", "ORIGIN", "let browser pages from ORIGIN (or *) call the server: CORS headers (default off)"},
+              {"--no-log-requests", "", "no stderr line per request"},
+              {"--alias", "NAME", "the model name clients send and /v1/models shows (default the file name)"},
+              {"--parallel", "N", "requests decoding at once, 1..64 (default 4)"},
+              ctx_option("KV cache tokens shared by all requests (default 0: min(model's, 4096))"),
+              {"--batch", "N", "tokens per engine step (default 256)"},
+              {"--max-body", "BYTES", "largest request body; 413 beyond" + dflt(h.max_body_bytes)},
+              {"--max-json-depth", "N", "deepest nesting in a request body; 400 beyond" + dflt(j.max_depth)},
+              {"--max-messages", "N", "most entries in a chat request's messages; 400 beyond" + dflt(j.max_messages)},
+              {"--max-n", "N", "most choices one request may ask for with 'n'; 400 beyond" + dflt(j.max_n)},
+              {"--header-timeout", "S", "seconds for the request line and headers; 408 after (default " + num(h.header_timeout_s) + ")"},
+              {"--body-timeout", "S", "seconds for the body after the headers; 408 after (default " + num(h.body_timeout_s) + ")"},
+              {"--max-connections", "N", "open connections at once; 503 beyond" + dflt(h.max_connections)},
+              {"--max-connections-per-client", "N", "open connections from one address; 429 beyond" + dflt(h.max_connections_per_client)},
+              {"--http-threads", "N", "threads running requests, more start when all are busy" + dflt(h.n_workers)}} +
+         spec_options() + cache_options();
+}
+
+int cmd_serve(const Args& a) {
   const SpecArgs spec = spec_from_args(a);
   const kestrel_kv_type kv_type = kv_type_from_args(a);
   server::ServerOptions so;
@@ -102,9 +86,14 @@ int cmd_serve(int argc, char** argv) {
   so.api_key = a.str("--api-key", "");
   if (so.api_key.empty() && std::getenv("KESTREL_API_KEY")) so.api_key = std::getenv("KESTREL_API_KEY");
   limits_from_args(a, &so);
-  const long long parallel = a.integer("--parallel", 4), ctx = a.integer("--ctx", 0), batch = a.integer("--batch", 256);
-  if (parallel < 1 || parallel > 64) throw UsageError("serve: --parallel must be in [1, 64]");
-  if (ctx < 0 || batch < 1) throw UsageError("serve: --ctx must be >= 0 and --batch >= 1");
+  so.cors_origin = a.str("--cors", "");
+  so.log_requests = !a.has("--no-log-requests");
+  so.backend = a.str("--device", "auto");
+  so.n_threads = static_cast<int>(a.integer("--threads", 0));
+  const long long parallel = a.integer("--parallel", 4), ctx = a.integer("--ctx-size", 0), batch = a.integer("--batch", 256);
+  if (parallel < 1 || parallel > 64) throw UsageError("--parallel must be in [1, 64]");
+  so.n_parallel = static_cast<int>(parallel);
+  if (ctx < 0 || batch < 1) throw UsageError("--ctx-size must be >= 0 and --batch >= 1");
   // SIGINT/SIGTERM must reach the server's signal thread only: block them before any thread
   // (the engine's worker, the thread pool) exists, so that they all inherit the mask.
   sigset_t set;
@@ -112,9 +101,10 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  ModelPtr model = load_model_from_args(a);
+  ModelPtr model = load_model_from_args(a, false, /*allow_demo=*/true);
   ModelPtr draft = load_draft_model(a, spec);
-  std::string path = a.required("--model");
+  std::string path = model_path_from_args(a);
+  if (path.empty()) path = kDemoModelName;
   const size_t slash = path.find_last_of('/');
   so.model_id = a.str("--alias", slash == std::string::npos ? path : path.substr(slash + 1));
   kestrel_engine_options eo;

@@ -142,28 +142,24 @@ void set_kv(KV& kv, const std::string& key, Value v) {
   kv.emplace_back(key, std::move(v));
 }
 
-void usage() {
-  std::fprintf(stderr,
-               "usage: kestrel synth PRESET|--preset PRESET|--arch ARCH [-o OUT.gguf]\n"
-               "                    [--type T] [--layers N] [--vocab N | --vocab-from GGUF] [--set KEY=VALUE]... [--seed N] [-t THREADS]\n"
-               "       kestrel synth --list\n"
-               "A model with PRESET's shape and random weights (no download). PRESET is a real model's\n"
-               "name (see --list) or a registered architecture (its tiny test shape). --type sets the\n"
-               "matrices' type (f32, f16, q8_0, q4_0, q4_K, mxfp4, ...; rows a block does not divide\n"
-               "get llama-quantize's fallback), --layers keeps the first N blocks (a cut for benches),\n"
-               "--vocab shrinks the vocabulary, --vocab-from GGUF takes a real one (its tokenizer.* keys),\n"
-               "--set overrides a metadata key (arch prefix implied).\n");
-}
-
 }  // namespace
 
-int cmd_synth(int argc, char** argv) {
-  Args a(argc, argv, {"-o,--output", "--preset", "--arch", "--type", "--layers", "--vocab", "--vocab-from", "--set", "--seed", "-t,--threads"},
-         {"--list", "-h,--help"});
-  if (a.has("--help")) {
-    usage();
-    return 0;
-  }
+Opts synth_options() {
+  return {{"PRESET", "", "a real model's name (see --list) or an architecture's tiny test shape"},
+          {"--preset", "NAME", "the same as PRESET"},
+          {"--arch", "ARCH", "an architecture: its tiny test shape, or a check on PRESET's"},
+          {"-o,--output", "FILE", "where to write (default PRESET-TYPE.gguf)"},
+          {"--type", "TYPE", "the matrices' type: f32, f16, q8_0, q4_0, q4_K, mxfp4, ... (default f32)"},
+          {"--layers", "N", "keep the first N blocks (a cut for benches)"},
+          {"--vocab", "N", "shrink the vocabulary to N tokens"},
+          {"--vocab-from", "FILE", "take a real vocabulary (the tokenizer.* keys) from this GGUF"},
+          {"--set", "KEY=VALUE", "override a metadata key (the architecture's prefix implied); repeatable", true},
+          {"--seed", "N", "random seed of the weights (default 1)"},
+          {"-t,--threads", "N", "threads (default: one per core)"},
+          {"--list", "", "list the presets and tiny shapes"}};
+}
+
+int cmd_synth(const Args& a) {
   if (a.has("--list")) {
     std::printf("presets (real shapes):\n");
     for (const Preset& p : presets()) std::printf("  %-24s %s\n", p.name, p.arch);
@@ -222,10 +218,7 @@ int cmd_synth(int argc, char** argv) {
   }
   o.seed = static_cast<uint32_t>(a.integer("--seed", 1));
   o.n_threads = static_cast<int>(a.integer("--threads", default_thread_count()));
-  // --set may repeat: Args keeps the last, so read every occurrence from argv.
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) != "--set") continue;
-    const std::string s = argv[i + 1];
+  for (const std::string& s : a.all("--set")) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) throw UsageError("synth: --set wants KEY=VALUE, got '" + s + "'");
     std::string key = s.substr(0, eq);

@@ -20,10 +20,16 @@ std::string read_file(const std::string& path, const char* what) {
 
 }  // namespace
 
-int cmd_template(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  for (const char* o : {"--template", "--messages", "--tools", "--bos", "--eos"}) opts.push_back(o);
-  Args a(argc, argv, opts, {"--add-generation-prompt"});
+Opts template_options() {
+  return model_options() + Opts{{"--template", "FILE", "a Jinja chat template (instead of the model's)"},
+                                {"--messages", "FILE", "the conversation: a JSON array of messages (required)"},
+                                {"--tools", "FILE", "tools (a JSON array) the template may show"},
+                                {"--bos", "TEXT", "bos_token for --template"},
+                                {"--eos", "TEXT", "eos_token for --template"},
+                                {"--add-generation-prompt", "", "end with the assistant's turn opened"}};
+}
+
+int cmd_template(const Args& a) {
   if (a.has("--model") == a.has("--template")) throw UsageError("give exactly one of -m MODEL and --template FILE");
   const std::string messages = read_file(a.required("--messages"), "messages");
   const std::string tools = a.has("--tools") ? read_file(a.str("--tools"), "tools") : "";

@@ -8,12 +8,19 @@
 
 namespace kestrel::cli {
 
-int cmd_tokenize(int argc, char** argv) {
-  std::vector<std::string> opts = kModelOptions;
-  opts.push_back("-p,--prompt");
-  Args a(argc, argv, opts, {"--no-add-special", "--parse-special", "--show-pieces"});
+Opts tokenize_options() {
+  return model_options() + Opts{{"-p,--prompt", "TEXT", "the text (default: -f FILE, else standard input)"},
+                                {"-f,--file", "FILE", "read the text from FILE"},
+                                {"--no-add-special", "", "do not add BOS/EOS"},
+                                {"--parse-special", "", "read special-token text as those tokens"},
+                                {"--show-pieces", "", "print {\"id\", \"piece\"} objects instead of bare ids"}};
+}
+
+int cmd_tokenize(const Args& a) {
   a.required("--model");
-  const std::string text = a.has("--prompt") ? a.str("--prompt") : read_all_stdin();
+  const std::string text = a.has("--prompt") ? a.str("--prompt")
+                           : a.has("--file") ? read_option_file("--file", a.str("--file"))
+                                             : read_all_stdin();
   ModelPtr model = load_model_from_args(a, /*vocab_only=*/true);
   const auto ids = tokenize(model.get(), text, !a.has("--no-add-special"), a.has("--parse-special"));
   if (!a.has("--show-pieces")) {

@@ -2,8 +2,31 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "demo_model.h"
 
 namespace kestrel::cli {
+
+Opts model_options(bool demo) {
+  return {{"-m,--model", "FILE",
+           demo ? "the GGUF model (default: $KESTREL_MODEL, else the built-in TinyStories demo model)" : "the GGUF model",
+           false, "KESTREL_MODEL"},
+          {"-t,--threads", "N", "compute threads (default 0: one per core)"},
+          {"-d,--device", "NAME", "backend: auto, cpu, cuda or ref (default auto: CUDA when a GPU is there)"}};
+}
+
+Opt ctx_option(const std::string& help) { return {"-c,--ctx-size", "N", help}; }
+
+Opts sampler_options() {
+  return {{"--temp", "T", "temperature; 0 is greedy (default 0.8)"},
+          {"--top-k", "K", "keep the K most likely tokens (default 40; 0: all)"},
+          {"--top-p", "P", "nucleus sampling (default 0.95; 1: off)"},
+          {"--min-p", "P", "drop tokens below P times the top one's probability (default 0.05)"},
+          {"--seed", "S", "random seed (default: from the clock, printed)"},
+          {"--repeat-penalty", "X", "penalty for repeating recent tokens (default 1: off)"}};
+}
 
 kestrel_sampler_options sampler_options_from_args(const Args& a) {
   kestrel_sampler_options so;
@@ -19,19 +42,33 @@ kestrel_sampler_options sampler_options_from_args(const Args& a) {
 }
 
 namespace {
-ModelPtr load_with_args(const Args& a, const std::string& path, bool vocab_only) {
-  const std::string device = a.str("--device", "auto");
+kestrel_model_options model_options_from_args(const Args& a, const std::string& device, bool vocab_only) {
   kestrel_model_options mo;
   kestrel_model_options_init(&mo);
   mo.backend = device.c_str();
   mo.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
   mo.vocab_only = vocab_only;
   if (stderr_is_tty()) mo.progress = progress_bar;
-  return load_model(path, &mo);
+  return mo;
 }
 }  // namespace
 
-ModelPtr load_model_from_args(const Args& a, bool vocab_only) { return load_with_args(a, a.required("--model"), vocab_only); }
+std::string model_path_from_args(const Args& a) { return a.str("--model"); }
+
+ModelPtr load_model_from_args(const Args& a, bool vocab_only, bool allow_demo) {
+  const std::string device = a.str("--device", "auto");
+  const kestrel_model_options mo = model_options_from_args(a, device, vocab_only);
+  const std::string path = model_path_from_args(a);
+  if (!path.empty()) return load_model(path, &mo);
+  if (!allow_demo) throw UsageError("missing required option --model (or $KESTREL_MODEL)");
+  std::fprintf(stderr, "kestrel: no -m MODEL given: using the built-in demo model %s (TinyStories, 260K params)\n",
+               kDemoModelName);
+  return load_demo_model(&mo);
+}
+
+Opts cache_options() {
+  return {{"--kv-type", "TYPE", "the KV cache's type: f16, f32 or f8_e4m3 (half of f16's memory) (default f16)"}};
+}
 
 kestrel_kv_type kv_type_from_args(const Args& a) {
   const std::string t = a.str("--kv-type", "f16");
@@ -39,6 +76,12 @@ kestrel_kv_type kv_type_from_args(const Args& a) {
   if (t == "f32") return KESTREL_KV_F32;
   if (t == "f8_e4m3") return KESTREL_KV_F8_E4M3;
   throw UsageError("--kv-type: expected f16, f32 or f8_e4m3, got '" + t + "'");
+}
+
+Opts spec_options() {
+  return {{"--draft", "FILE", "speculative decoding with this draft model (same vocabulary)"},
+          {"--spec", "MODE", "speculative decoding: none, draft or ngram (prompt lookup) (default none, or draft with --draft)"},
+          {"--spec-k", "N", "most tokens drafted per step, 1..64 (default 8)"}};
 }
 
 SpecArgs spec_from_args(const Args& a) {
@@ -57,7 +100,10 @@ SpecArgs spec_from_args(const Args& a) {
 }
 
 ModelPtr load_draft_model(const Args& a, const SpecArgs& s) {
-  return s.draft_path.empty() ? nullptr : load_with_args(a, s.draft_path, false);
+  if (s.draft_path.empty()) return nullptr;
+  const std::string device = a.str("--device", "auto");
+  const kestrel_model_options mo = model_options_from_args(a, device, false);
+  return load_model(s.draft_path, &mo);
 }
 
 std::string spec_summary(int32_t steps, int32_t drafted, int32_t accepted) {
@@ -65,6 +111,14 @@ std::string spec_summary(int32_t steps, int32_t drafted, int32_t accepted) {
   std::snprintf(buf, sizeof buf, "drafted %d, accepted %d (%.1f%%), %.2f tokens per pass", drafted, accepted,
                 drafted > 0 ? 100.0 * accepted / drafted : 0.0, steps > 0 ? 1.0 + static_cast<double>(accepted) / steps : 1.0);
   return buf;
+}
+
+std::string read_option_file(const std::string& option, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError(option + ": cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace kestrel::cli

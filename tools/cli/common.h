@@ -1,4 +1,6 @@
-// Helpers shared by the CLI subcommands.
+// Helpers shared by the CLI subcommands, and the option groups several of them declare (the same
+// option is the same flag everywhere: -m/--model, -t/--threads, -d/--device, -c/--ctx-size,
+// -n/--n-predict, -f/--file).
 #pragma once
 #include <string>
 
@@ -7,24 +9,29 @@
 
 namespace kestrel::cli {
 
-// The options every model-loading command takes.
-inline const std::vector<std::string> kModelOptions = {"-m,--model", "-t,--threads", "-d,--device"};
+// The options every model-loading command takes (-m defaults to $KESTREL_MODEL; with demo, to
+// the built-in demo model after that).
+Opts model_options(bool demo = false);
+// -c/--ctx-size with the command's own meaning of 0.
+Opt ctx_option(const std::string& help);
 
 // The sampling options of run and chat, and the sampler they describe (no --seed: from the clock).
-inline const std::vector<std::string> kSamplerOptions = {"--temp", "--top-k", "--top-p", "--min-p", "--seed",
-                                                         "--repeat-penalty"};
+Opts sampler_options();
 kestrel_sampler_options sampler_options_from_args(const Args& a);
 
-// Loads -m MODEL with -t/-d, showing a progress bar when stderr is a terminal.
-ModelPtr load_model_from_args(const Args& a, bool vocab_only = false);
+// Loads -m MODEL with -t/-d, showing a progress bar when stderr is a terminal. With allow_demo,
+// no -m and no $KESTREL_MODEL loads the built-in TinyStories model (said on stderr).
+ModelPtr load_model_from_args(const Args& a, bool vocab_only = false, bool allow_demo = false);
+// The model path -m (or $KESTREL_MODEL) gives; "" when none (then the demo model is used).
+std::string model_path_from_args(const Args& a);
 
 // --kv-type f16|f32|f8_e4m3: the KV cache's element type (f8_e4m3: half of f16's memory).
-inline const std::vector<std::string> kCacheOptions = {"--kv-type"};
+Opts cache_options();
 kestrel_kv_type kv_type_from_args(const Args& a);
 
 // Speculative decoding: --draft MODEL (a draft model; implies --spec draft), --spec none|draft|ngram,
 // --spec-k N (most tokens drafted per step). The draft model is loaded with -t/-d like -m.
-inline const std::vector<std::string> kSpecOptions = {"--draft", "--spec", "--spec-k"};
+Opts spec_options();
 struct SpecArgs {
   kestrel_spec_options opts;
   std::string draft_path;  // empty: none
@@ -33,5 +40,8 @@ SpecArgs spec_from_args(const Args& a);
 ModelPtr load_draft_model(const Args& a, const SpecArgs& s);  // null when there is no --draft
 // "drafted 120, accepted 96 (80.0%), 3.4 tokens per pass"
 std::string spec_summary(int32_t steps, int32_t drafted, int32_t accepted);
+
+// A whole file (a prompt, a schema, a template); a UsageError naming the option when unreadable.
+std::string read_option_file(const std::string& option, const std::string& path);
 
 }  // namespace kestrel::cli

@@ -5,7 +5,7 @@
 // inter-token latency percentiles, and the server's prefix-cache hit rate.
 //
 //   node tools/dev/bench_serve.mjs -m MODEL [--cli build/kestrel] [-c 8] [-r 64] [-n 64]
-//        [--parallel 8] [--ctx 4096] [--draft SMALL.gguf | --spec ngram] [--temp 0.7] [--json]
+//        [--parallel 8] [--ctx-size 4096] [--draft SMALL.gguf | --spec ngram] [--temp 0.7] [--json]
 //                                                        (starts and stops the server itself)
 //   node tools/dev/bench_serve.mjs --url http://127.0.0.1:8080 [--key KEY] ...   (a running one)
 import { spawn } from 'node:child_process';
@@ -30,7 +30,7 @@ if (!base) {
   if (opt('--draft', null)) spec.push('--draft', opt('--draft', null));
   if (opt('--spec', null)) spec.push('--spec', opt('--spec', null));
   server = spawn(opt('--cli', 'build/kestrel'), ['serve', '-m', model, '--port', '0', '--parallel', opt('--parallel', '8'),
-                                                  '--ctx', opt('--ctx', '4096'), '--alias', 'bench', ...spec],
+                                                  '--ctx-size', opt('--ctx-size', '4096'), '--alias', 'bench', ...spec],
                  { stdio: ['ignore', 'pipe', 'inherit'] });
   base = await new Promise((resolve, reject) => {
     let out = '';
