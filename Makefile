@@ -8,13 +8,18 @@ FUZZ_SECONDS ?= 600
 # when all are there. DEPS=true skips it.
 DEPS ?= tools/dev/install-deps.sh
 .PHONY: all demo test asan emu fuzz clean
+CONFIGURE = cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 all:
 	@$(DEPS)
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	$(CONFIGURE)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Build, then the demo: the built-in TinyStories model (tools/cli/demo) continues a prompt.
-demo: all
+# Build the CLI (not the tests), then the demo: the built-in TinyStories model (tools/cli/demo)
+# continues a prompt.
+demo:
+	@$(DEPS)
+	$(CONFIGURE)
+	cmake --build $(BUILD) -j $(JOBS) --target kestrel_cli
 	./$(BUILD)/kestrel run --color -p "Once upon a time" -n 96 --temp 0
 
 test:

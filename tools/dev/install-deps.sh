@@ -8,13 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# The build: compilers, CMake + Ninja, and the libraries the library and CLI link.
+# The build: compilers, CMake + Ninja, the libraries the library and CLI link, and doctest (a
+# header the default configuration's test targets need).
 BUILD_PKGS=(build-essential cmake ninja-build pkg-config python3
-            nlohmann-json3-dev libpcre2-dev libcli11-dev libedit-dev)
-# The tests: doctest; the Python binding in a venv; the Rust binding (cargo); the server tests
+            nlohmann-json3-dev libpcre2-dev libcli11-dev libedit-dev doctest-dev)
+# The tests: the Python binding in a venv; the Rust binding (cargo); the server tests
 # (node with the pinned OpenAI/Anthropic clients, Chromium for the web page, promtool for
 # /metrics); clang and its runtime for the fuzz targets.
-TEST_PKGS=(doctest-dev python3-venv python3-setuptools python3-pip python3-wheel
+TEST_PKGS=(python3-venv python3-setuptools python3-pip python3-wheel
            cargo rustc nodejs npm chromium prometheus clang libclang-rt-14-dev)
 
 want=("${BUILD_PKGS[@]}")
