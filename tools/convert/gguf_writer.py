@@ -224,10 +224,20 @@ class GGUFWriter:
             head += b"\x00" * self._pad(len(head))
         return head
 
-    def write(self, path):
+    def tensors(self):
+        return list(self._tensors)
+
+    def write(self, path, progress=None):
+        """Writes the file; progress(i, n, done_bytes, total_bytes, name), when given, is called
+        before each tensor and once more at the end (i == n)."""
+        total = sum(t.nbytes for t in self._tensors)
+        done = 0
         with open(path, "wb") as f:
             f.write(self._header())
-            for t in self._tensors:
+            for i, t in enumerate(self._tensors):
+                if progress is not None:
+                    progress(i, len(self._tensors), done, total, t.name)
+                done += t.nbytes
                 written = 0
                 chunks = t.source()
                 if isinstance(chunks, (bytes, bytearray, memoryview)):
@@ -238,3 +248,5 @@ class GGUFWriter:
                 if written != t.nbytes:
                     raise GGUFError(f"tensor '{t.name}': source gave {written} bytes, expected {t.nbytes}")
                 f.write(b"\x00" * self._pad(t.nbytes))
+            if progress is not None:
+                progress(len(self._tensors), len(self._tensors), total, total, "")

@@ -1,0 +1,131 @@
+"""Element type conversions for the converter (Python standard library only).
+
+Everything goes through little-endian F32 bytes, as llama.cpp's convert_hf_to_gguf.py goes
+through float32 (it widens every non-F16/F32 tensor to F32 before writing):
+- F16 -> F32 and BF16 -> F32 are exact; F32 -> F16 rounds to nearest even (overflow -> inf, as
+  numpy's astype); F32 -> BF16 rounds to nearest even with llama.cpp's NaN rule
+  (gguf-py quants.py __compute_fp32_to_bf16).
+- Q8_0 is GGML's quantize_row_q8_0_ref: per 32 values amax, d = amax / 127 (f32),
+  id = 1 / d (0 when d is 0), q = roundf(x * id) (f32 product, half away from zero),
+  block = f16(d) then 32 int8.
+Float32 arithmetic is emulated exactly: the double product/quotient of two f32 values is
+rounded once to f32 (array('f')), which equals the f32 operation (the double result is exact or
+correctly rounded with enough spare bits that the second rounding cannot differ).
+"""
+
+import array
+import math
+import struct
+import sys
+
+if sys.byteorder != "little":  # array('f') is native-endian
+    raise ImportError("tools/convert needs a little-endian host")
+
+# ggml type ids and the LLAMA_FTYPE (general.file_type) of each output type.
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+OUTTYPES = {  # name -> (ggml type for quantizable tensors, general.file_type)
+    "f32": (GGML_F32, 0),
+    "f16": (GGML_F16, 1),
+    "bf16": (GGML_BF16, 32),
+    "q8_0": (GGML_Q8_0, 7),
+}
+QK8_0 = 34  # bytes per Q8_0 block of 32 values
+
+
+def type_nbytes(ggml_type, n_elements):
+    if ggml_type == GGML_F32:
+        return 4 * n_elements
+    if ggml_type in (GGML_F16, GGML_BF16):
+        return 2 * n_elements
+    if ggml_type == GGML_Q8_0:
+        return n_elements // 32 * QK8_0
+    raise ValueError(f"ggml type {ggml_type}")
+
+
+def to_f32(raw, dtype):
+    """Raw safetensors bytes of dtype F32/F16/BF16 -> little-endian F32 bytes."""
+    if dtype == "F32":
+        return bytes(raw)
+    if dtype == "BF16":
+        out = bytearray(len(raw) * 2)
+        out[2::4] = raw[0::2]
+        out[3::4] = raw[1::2]
+        return bytes(out)
+    if dtype == "F16":
+        n = len(raw) // 2
+        return array.array("f", struct.unpack("<%de" % n, raw)).tobytes()
+    raise ValueError(f"dtype {dtype} is not a float type this converter reads")
+
+
+def _f16_one(v):
+    try:
+        return struct.pack("<e", v)
+    except OverflowError:
+        return struct.pack("<e", math.copysign(math.inf, v))
+
+
+def f32_to_f16(f32):
+    x = array.array("f")
+    x.frombytes(f32)
+    try:
+        return struct.pack("<%de" % len(x), *x)
+    except OverflowError:  # |v| rounds past 65504: numpy gives +-inf
+        return b"".join(_f16_one(v) for v in x)
+
+
+def f32_to_bf16(f32):
+    u = array.array("I")
+    u.frombytes(f32)
+    out = array.array("H", bytes(2 * len(u)))
+    for i, n in enumerate(u):
+        if (n & 0x7FFFFFFF) > 0x7F800000:  # NaN: keep sign/exponent, force a quiet-NaN bit
+            n = (n & 0xFFFF0000) | 0x400000
+        out[i] = ((n + 0x7FFF + ((n >> 16) & 1)) >> 16) & 0xFFFF
+    return out.tobytes()
+
+
+def _f32(v):
+    return array.array("f", (v,))[0]
+
+
+def f32_to_q8_0(f32):
+    """GGML Q8_0 of a whole tensor whose rows are multiples of 32 values (so blocks never span rows)."""
+    x = array.array("f")
+    x.frombytes(f32)
+    n = len(x)
+    if n % 32:
+        raise ValueError("Q8_0 needs a multiple of 32 values")
+    out = bytearray()
+    i8 = struct.Struct("<32b").pack
+    floor = math.floor
+    for i in range(0, n, 32):
+        blk = x[i:i + 32]
+        amax = max(abs(v) for v in blk)
+        d = _f32(amax / 127)
+        inv = _f32(1.0 / d) if d != 0.0 else 0.0
+        prods = array.array("f", [v * inv for v in blk])
+        qs = []
+        for p in prods:
+            q = floor(p + 0.5) if p >= 0 else -floor(0.5 - p)
+            qs.append(127 if q > 127 else (-128 if q < -128 else int(q)))
+        out += _f16_one(d)
+        out += i8(*qs)
+    return bytes(out)
+
+
+def convert(raw, src_dtype, ggml_type):
+    """Raw source bytes -> bytes of ggml_type (F32, F16, BF16 or Q8_0)."""
+    if ggml_type == GGML_F16 and src_dtype == "F16":
+        return bytes(raw)
+    if ggml_type == GGML_BF16 and src_dtype == "BF16":
+        return bytes(raw)
+    f32 = to_f32(raw, src_dtype)
+    if ggml_type == GGML_F32:
+        return f32
+    if ggml_type == GGML_F16:
+        return f32_to_f16(f32)
+    if ggml_type == GGML_BF16:
+        return f32_to_bf16(f32)
+    if ggml_type == GGML_Q8_0:
+        return f32_to_q8_0(f32)
+    raise ValueError(f"ggml type {ggml_type}")
