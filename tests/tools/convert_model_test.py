@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """tools/convert/hf_to_gguf.py on real checkpoint layouts, end to end (standard library only).
 
-For each random test model (testdata/models: llama-gqa-f32, qwen2-f32, qwen3-f32, qwen3moe-f16)
-this test writes a tiny Hugging Face folder by INVERTING llama.cpp's GGUF <- HF mapping (config.json
-from the GGUF keys, tensors renamed, llama Q/K rows un-permuted, experts un-stacked, safetensors in
-F32 / F16 / BF16, one checkpoint sharded with model.safetensors.index.json, a tokenizer.json of the
-stories260K vocabulary), converts it back, and checks:
+For each random test model (testdata/models: llama-gqa-f32, qwen2-f32, qwen3-f32, qwen3moe-f16,
+deepseek2-f16, gpt-oss-f16; plus a Mixtral built from llama-gqa with two identical experts) this test
+writes a tiny Hugging Face folder by INVERTING llama.cpp's GGUF <- HF mapping (config.json from the
+GGUF keys, tensors renamed, llama Q/K rows un-permuted, experts un-stacked, DeepSeek's attn_k_b /
+attn_v_b merged back into kv_b_proj, GPT-OSS's experts in its [E, in, out] gate/up-interleaved layout,
+safetensors in F32 / F16 / BF16, one checkpoint sharded with model.safetensors.index.json, a
+tokenizer.json of the stories260K vocabulary), converts it back, and checks:
 - the tensors: same names, shapes and types as llama.cpp's converter gives, data equal to the
   source (exactly, or after the checkpoint's/outtype's rounding); rope_freqs (made from rope_scaling llama3)
   equal to the test model's;
@@ -16,7 +18,8 @@ stories260K vocabulary), converts it back, and checks:
   (testdata/reference), with test_reference_logits' tolerances;
 - --outtype q8_0 equals, tensor for tensor and byte for byte, both `kestrel quantize F32 OUT Q8_0
   --pure` of the F32 conversion and llama.cpp's llama-quantize file llama-gqa-q8_0.gguf;
-- errors: unknown / not-yet architectures (exit 2 naming them), a missing shard (exit 1).
+- errors: an unknown architecture and MXFP4 GPT-OSS experts (exit 2 naming them), a missing
+  shard (exit 1).
 Exit 77 (skip) when testdata or the CLI is missing, unless KESTREL_REQUIRE_TESTDATA=1.
 """
 
@@ -57,20 +60,36 @@ LLAMACPP_KEYS = {
     "qwen3": BASE_KEYS | {"attention.key_length", "attention.value_length"},
     "qwen3moe": BASE_KEYS | {"attention.key_length", "attention.value_length", "expert_count",
                              "expert_used_count", "expert_feed_forward_length"},
+    # DeepseekV2Model: head_count_kv 1 (MLA as MQA), the MLA sizes, MoE routing keys; TextModel adds
+    # expert_used_count and expert_gating_func (scoring_func).
+    "deepseek2": BASE_KEYS | {"expert_count", "expert_used_count", "expert_gating_func",
+                              "leading_dense_block_count", "vocab_size", "attention.q_lora_rank",
+                              "attention.kv_lora_rank", "attention.key_length", "attention.value_length",
+                              "attention.key_length_mla", "attention.value_length_mla",
+                              "expert_feed_forward_length", "expert_shared_count", "expert_weights_scale",
+                              "expert_weights_norm", "rope.dimension_count"},
+    # GptOssModel: sliding_window, expert_feed_forward_length; TextModel: yarn rope scaling keys.
+    "gpt-oss": BASE_KEYS | {"expert_count", "expert_used_count", "attention.key_length", "attention.value_length",
+                            "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
+                            "attention.sliding_window", "expert_feed_forward_length"},
 }
 # Keys the test models carry that llama.cpp's converter does not write for that family (its
 # loader defaults them to the same values): rope.dimension_count = head dim for qwen*.
 NOT_WRITTEN_BY_LLAMACPP = {"qwen2": {"rope.dimension_count"}, "qwen3": {"rope.dimension_count"},
-                           "qwen3moe": {"rope.dimension_count"}}
+                           "qwen3moe": {"rope.dimension_count"}, "gpt-oss": {"rope.dimension_count"}}
 
 HF_LAYER = {  # GGUF blk.N.<key> -> HF model.layers.N.<name>
     "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj", "ffn_gate_inp": "mlp.gate",
+    "attn_q_a": "self_attn.q_a_proj", "attn_q_a_norm": "self_attn.q_a_layernorm", "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa", "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj", "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
 }
 HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-            "qwen3moe": "Qwen3MoeForCausalLM"}
+            "qwen3moe": "Qwen3MoeForCausalLM", "deepseek2": "DeepseekV3ForCausalLM", "gpt-oss": "GptOssForCausalLM"}
 
 
 # ---------------------------------------------------------------- numbers (independent of tools/convert)
@@ -187,6 +206,27 @@ def hf_config(src):
         cfg.update(num_experts=src.value("expert_count"), num_experts_per_tok=src.value("expert_used_count"),
                    moe_intermediate_size=src.value("expert_feed_forward_length"), norm_topk_prob=True,
                    decoder_sparse_step=1, mlp_only_layers=[])
+    if a == "deepseek2":
+        kb = src.tensors["blk.1.attn_k_b.weight"][0]  # [nope, kv_lora, n_head]
+        cfg.update(num_key_value_heads=n_head, moe_intermediate_size=src.value("expert_feed_forward_length"),
+                   n_routed_experts=src.value("expert_count"), num_experts_per_tok=src.value("expert_used_count"),
+                   n_shared_experts=src.value("expert_shared_count"),
+                   first_k_dense_replace=src.value("leading_dense_block_count"),
+                   q_lora_rank=src.value("attention.q_lora_rank"), kv_lora_rank=src.value("attention.kv_lora_rank"),
+                   qk_nope_head_dim=kb[0], qk_rope_head_dim=src.value("rope.dimension_count"),
+                   v_head_dim=src.value("attention.value_length_mla"),
+                   routed_scaling_factor=src.value("expert_weights_scale"),
+                   norm_topk_prob=src.value("expert_weights_norm"),
+                   scoring_func={1: "softmax", 2: "sigmoid"}[src.value("expert_gating_func")],
+                   topk_method="noaux_tc", rope_scaling=None)
+    if a == "gpt-oss":
+        cfg.update(model_type="gpt_oss", head_dim=src.value("attention.key_length"),
+                   num_local_experts=src.value("expert_count"), num_experts_per_tok=src.value("expert_used_count"),
+                   sliding_window=src.value("attention.sliding_window"), swiglu_limit=7.0,
+                   layer_types=["sliding_attention" if i % 2 == 0 else "full_attention"
+                                for i in range(src.value("block_count"))],
+                   rope_scaling={"rope_type": "yarn", "factor": src.value("rope.scaling.factor"),
+                                 "original_max_position_embeddings": src.value("rope.scaling.original_context_length")})
     if "rope_freqs.weight" in src.tensors:  # the test model's Llama-3 rope scaling (models/README.md)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -222,6 +262,27 @@ def hf_tensors(src, mixtral=0):
             out.append((hf, shape, vals))
             continue
         _, bid, key, suffix = name.split(".")
+        if a == "gpt-oss" and (key.endswith("_exps") or key in ("attn_sinks", "post_attention_norm", "ffn_gate_inp")):
+            out.extend(oss_tensors(src, name, bid, key, suffix, shape, vals))
+            continue
+        if key == "exp_probs_b":
+            out.append((f"model.layers.{bid}.mlp.gate.e_score_correction_bias", shape, vals))
+            continue
+        if key == "attn_v_b":
+            continue  # with attn_k_b into kv_b_proj
+        if key == "attn_k_b":  # llama.cpp splits kv_b_proj and transposes k_b: undo both
+            nope, kv_lora, heads = ne
+            v_ne = src.tensors[f"blk.{bid}.attn_v_b.weight"][0]
+            v_dim = v_ne[1]
+            vb = src.floats(f"blk.{bid}.attn_v_b.weight")
+            rows = []
+            for h in range(heads):
+                kh = vals[h * kv_lora * nope:(h + 1) * kv_lora * nope]  # [kv_lora][nope]
+                for r in range(nope):
+                    rows.extend(kh[r::nope])
+                rows.extend(vb[h * v_dim * kv_lora:(h + 1) * v_dim * kv_lora])
+            out.append((f"model.layers.{bid}.self_attn.kv_b_proj.weight", [heads * (nope + v_dim), kv_lora], rows))
+            continue
         if key.endswith("_exps"):
             n_exp, rows, cols = shape
             proj = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}[key]
@@ -243,6 +304,43 @@ def hf_tensors(src, mixtral=0):
             vals = unpermute(vals, shape[0], cols, heads)
         out.append((f"model.layers.{bid}.{HF_LAYER[key]}.{suffix}", shape, vals))
     return out
+
+
+def oss_tensors(src, name, bid, key, suffix, shape, vals):
+    """GPT-OSS's HF layout: experts as [E, in, out] with gate/up interleaved in one gate_up_proj."""
+    p = f"model.layers.{bid}."
+    if key == "attn_sinks":
+        return [(p + "self_attn.sinks", shape, vals)]
+    if key == "post_attention_norm":
+        return [(p + "post_attention_layernorm.weight", shape, vals)]
+    if key == "ffn_gate_inp":
+        return [(p + f"mlp.router.{suffix}", shape, vals)]
+    if key == "ffn_up_exps":
+        return []  # with ffn_gate_exps
+    if key == "ffn_down_exps" and suffix == "bias":
+        return [(p + "mlp.experts.down_proj_bias", shape, vals)]
+    if key == "ffn_down_exps":  # [E][n_embd][n_ff] -> [E][n_ff][n_embd]
+        n_exp, n_embd, n_ff = shape
+        out = []
+        for e in range(n_exp):
+            m = vals[e * n_embd * n_ff:(e + 1) * n_embd * n_ff]
+            for k in range(n_ff):
+                out.extend(m[k::n_ff])
+        return [(p + "mlp.experts.down_proj", [n_exp, n_ff, n_embd], out)]
+    up = src.floats(name.replace("ffn_gate_exps", "ffn_up_exps"))
+    if suffix == "bias":  # [E][n_ff] twice -> [E][2 n_ff] interleaved
+        inter = [v for pair in zip(vals, up) for v in pair]
+        return [(p + "mlp.experts.gate_up_proj_bias", [shape[0], 2 * shape[1]], inter)]
+    n_exp, n_ff, n_embd = shape  # [E][n_ff][n_embd] twice -> [E][n_embd][2 n_ff]
+    out = []
+    for e in range(n_exp):
+        g = vals[e * n_ff * n_embd:(e + 1) * n_ff * n_embd]
+        u = up[e * n_ff * n_embd:(e + 1) * n_ff * n_embd]
+        for c in range(n_embd):
+            for gv, uv in zip(g[c::n_embd], u[c::n_embd]):
+                out.append(gv)
+                out.append(uv)
+    return [(p + "mlp.experts.gate_up_proj", [n_exp, n_embd, 2 * n_ff], out)]
 
 
 def write_safetensors(path, items, dtype):
@@ -343,7 +441,7 @@ class ConvertModelTest(unittest.TestCase):
             got, want = kv[f"{a}.{k}"], src.kv[f"{a}.{k}"]
             self.assertEqual(got[0], want[0], k)
             self.assertEqual(got[1], want[1] if want[0] != 6 else f32(want[1]), k)
-        self.assertEqual(kv[f"{a}.vocab_size"][1] if a == "llama" else 512, 512)
+        self.assertEqual(kv[f"{a}.vocab_size"][1] if a in ("llama", "deepseek2") else 512, 512)
         for k in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
             self.assertEqual(kv[k][1][1], src.kv[k][1][1], k)
         for k in ("tokenizer.ggml.model", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
@@ -478,14 +576,32 @@ class ConvertModelTest(unittest.TestCase):
                 self.assertEqual(got, src.raw(name), name)
         self.check_eval(out, "llama-gqa-f32", 0.05)
 
+    def test_deepseek_v3_f16_checkpoint(self):
+        """DeepseekV3ForCausalLM (MLA with q/kv LoRA, kv_b_proj split into attn_k_b/attn_v_b, a dense
+        first layer, sigmoid router with e_score_correction_bias, a shared expert) -> F16."""
+        src, kv, tensors, data, start, out = self.roundtrip("deepseek2-f16", "F16", "f16")
+        self.check_metadata(src, kv, "f16")
+        self.check_tensors(src, tensors, data, start, "F16", "f16")
+        self.check_eval(out, "deepseek2-f16", 0.05)
+
+    def test_gpt_oss_bf16_checkpoint(self):
+        """GptOssForCausalLM in the dequantized (BF16-repository) layout: gate_up_proj [E, n_embd, 2 n_ff]
+        with gate/up interleaved, down_proj [E, n_ff, n_embd], expert and router biases, attention
+        sinks, post_attention_layernorm -> post_attention_norm; F16 checkpoint -> F16."""
+        src, kv, tensors, data, start, out = self.roundtrip("gpt-oss-f16", "F16", "f16")
+        self.check_metadata(src, kv, "f16")
+        self.check_tensors(src, tensors, data, start, "F16", "f16")
+        self.check_eval(out, "gpt-oss-f16", 0.05)
+
     # -- errors -----------------------------------------------------------------------------------
-    def small_folder(self, name, arch):
+    def small_folder(self, name, arch, **extra):
         d = os.path.join(self.tmp, name)
         os.makedirs(d)
         src = Source(os.path.join(MODELS, "qwen2-f32.gguf"))
         tokenizer_files(src, d)
         cfg = hf_config(src)
         cfg["architectures"] = [arch]
+        cfg.update(extra)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
         write_safetensors(os.path.join(d, "model.safetensors"),
@@ -494,15 +610,29 @@ class ConvertModelTest(unittest.TestCase):
 
     def test_errors(self):
         out = os.path.join(self.tmp, "err.gguf")
-        for arch, code, words in (("FancyNewForCausalLM", 2, ["unknown architecture FancyNewForCausalLM"]),
-                                  ("GptOssForCausalLM", 2, ["GptOssForCausalLM", "not converted yet"]),
-                                  ("DeepseekV3ForCausalLM", 2, ["DeepseekV3ForCausalLM", "not converted yet"])):
+        for arch, code, words in (("FancyNewForCausalLM", 2, ["unknown architecture FancyNewForCausalLM"]),):
             d = self.small_folder("err-" + arch, arch)
             run = subprocess.run([sys.executable, SCRIPT, d, "-o", out], capture_output=True, text=True)
             self.assertEqual(run.returncode, code, run.stderr)
             for w in words:
                 self.assertIn(w, run.stderr)
             self.assertFalse(os.path.exists(out))
+        d = self.small_folder("err-mxfp4", "GptOssForCausalLM", sliding_window=128)
+        write_safetensors(os.path.join(d, "model.safetensors"),
+                          [("model.embed_tokens.weight", [512, 256], [0.0] * (512 * 256))], "F32")
+        with open(os.path.join(d, "model.safetensors"), "rb") as f:
+            blob = f.read()
+        n = struct.unpack("<Q", blob[:8])[0]
+        header = json.loads(blob[8:8 + n])
+        end = header["model.embed_tokens.weight"]["data_offsets"][1]
+        header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = {"dtype": "U8", "shape": [16],
+                                                                    "data_offsets": [end, end + 16]}
+        h = json.dumps(header).encode()
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + blob[8 + n:] + bytes(16))
+        run = subprocess.run([sys.executable, SCRIPT, d, "-o", out], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("MXFP4", run.stderr)
         d = self.small_folder("err-shard", "Qwen2ForCausalLM")
         with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
             json.dump({"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}, f)
@@ -513,7 +643,8 @@ class ConvertModelTest(unittest.TestCase):
 
 def main():
     need = [os.path.join(MODELS, m + ".gguf") for m in ("llama-gqa-f32", "llama-gqa-q8_0", "qwen2-f32",
-                                                          "qwen3-f32", "qwen3moe-f16")]
+                                                          "qwen3-f32", "qwen3moe-f16", "deepseek2-f16",
+                                                          "gpt-oss-f16")]
     missing = [p for p in need + [CLI] if not os.path.exists(p)]
     if missing:
         msg = f"convert_model_test: missing {', '.join(missing)}"

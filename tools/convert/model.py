@@ -1,19 +1,21 @@
 """Hugging Face config.json + safetensors -> GGUF model tensors and hyperparameters.
 
 Follows llama.cpp's convert_hf_to_gguf.py (TextModel, LlamaModel, Qwen2Model, Qwen3Model,
-Qwen2MoeModel/Qwen3MoeModel) for the key names, which keys are written, the tensor names, the
-Q/K row permutation of llama-family checkpoints, expert stacking, the llama3 `rope_freqs` tensor
-and which tensors stay F32. Tensors are planned here and read/converted one at a time when the
+Qwen2MoeModel/Qwen3MoeModel, DeepseekV2Model, GptOssModel) for the key names, which keys are
+written, the tensor names, the Q/K row permutation of llama-family checkpoints, expert stacking,
+the MLA kv_b split, GPT-OSS's expert layout, the llama3 `rope_freqs` tensor and which tensors stay
+F32. Tensors are planned here and read/converted one at a time when the
 writer asks for their bytes.
 """
 
+import array
 import math
 import re
 import struct
 
 import numeric
 from gguf_writer import ValueType as T
-from safetensors_reader import FLOAT_DTYPES
+from safetensors_reader import DTYPE_SIZE, FLOAT_DTYPES
 
 # config.json "architectures"[0] -> llama.cpp architecture name.
 ARCHITECTURES = {
@@ -24,13 +26,12 @@ ARCHITECTURES = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3moe",
-}
-# Known to llama.cpp and to Kestrel, but not converted here yet.
-NOT_YET = {
-    "GptOssForCausalLM": "gpt-oss",
     "DeepseekV2ForCausalLM": "deepseek2",
     "DeepseekV3ForCausalLM": "deepseek2",
+    "GptOssForCausalLM": "gpt-oss",
 }
+# Known to llama.cpp and to Kestrel, but not converted here yet.
+NOT_YET = {}
 PERMUTE_QK = {"llama"}  # LlamaModel.undo_permute; Qwen2/3 checkpoints are already in NEOX order
 
 
@@ -65,6 +66,19 @@ _LAYER = {
     "mlp.shared_expert.up_proj": "ffn_up_shexp",
     "mlp.shared_expert.down_proj": "ffn_down_shexp",
     "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+    # DeepSeek-V2/V3 (MLA; kv_b_proj is split into attn_k_b / attn_v_b, see Converter.plan)
+    "self_attn.q_a_proj": "attn_q_a",
+    "self_attn.q_a_layernorm": "attn_q_a_norm",
+    "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+    "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    "mlp.gate.e_score_correction": "exp_probs_b",
+    # GPT-OSS
+    "self_attn.sinks": "attn_sinks",
+    "mlp.router": "ffn_gate_inp",
 }
 _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$")
 _EXPERT_RE = re.compile(r"^model\.layers\.(\d+)\.(?:mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)"
@@ -163,7 +177,9 @@ class Converter:
             add("feed_forward_length", T.UINT32, _int(n_ff, "intermediate_size"))
         add("attention.head_count", T.UINT32, self.n_head)
         kvh = _find(hp, ["num_key_value_heads", "n_kv_heads"])
-        if kvh is not None:
+        if a == "deepseek2":
+            add("attention.head_count_kv", T.UINT32, 1)  # MLA runs as MQA over the latent
+        elif kvh is not None:
             add("attention.head_count_kv", T.UINT32, self.n_head_kv)
         rope_type = self.rope.get("rope_type")
         if isinstance(rope_type, str):
@@ -192,6 +208,8 @@ class Converter:
         if self.rope.get("rope_theta") is not None:
             add("rope.freq_base", T.FLOAT32, float(self.rope["rope_theta"]))
         eps = _find(hp, ["rms_norm_eps", "norm_eps"])
+        if eps is None and a == "deepseek2":
+            eps = 1e-6
         if eps is not None:
             add("attention.layer_norm_rms_epsilon", T.FLOAT32, float(eps))
         eps = _find(hp, ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])
@@ -203,6 +221,16 @@ class Converter:
         n_used = _find(hp, ["num_experts_per_tok", "num_experts_per_token", "top_k_experts"])
         if n_used is not None:
             add("expert_used_count", T.UINT32, _int(n_used, "num_experts_per_tok"))
+        if hp.get("n_group") is not None:
+            add("expert_group_count", T.UINT32, _int(hp["n_group"], "n_group"))
+        if hp.get("topk_group") is not None:
+            add("expert_group_used_count", T.UINT32, _int(hp["topk_group"], "topk_group"))
+        score = _find(hp, ["score_function", "scoring_func", "score_func", "moe_router_activation",
+                           "moe_router_activation_func"])
+        if score is not None:
+            if score not in ("softmax", "sigmoid"):
+                raise Unsupported(f"config.json: expert scoring function {score!r} is not converted")
+            add("expert_gating_func", T.UINT32, 1 if score == "softmax" else 2)
         head_dim = hp.get("head_dim")
         if head_dim is not None:
             add("attention.key_length", T.UINT32, _int(head_dim, "head_dim"))
@@ -218,8 +246,52 @@ class Converter:
             if hp.get("shared_expert_intermediate_size") is not None:
                 add("expert_shared_feed_forward_length", T.UINT32,
                     _int(hp["shared_expert_intermediate_size"], "shared_expert_intermediate_size"))
+        if a == "deepseek2":
+            self._deepseek2_metadata(add, n_embd)
+        if a == "gpt-oss":  # GptOssModel.set_gguf_parameters
+            add("attention.sliding_window", T.UINT32, _int(_find(hp, ["sliding_window"], False), "sliding_window"))
+            add("expert_feed_forward_length", T.UINT32, _int(n_ff, "intermediate_size"))
         kv.append(("general.file_type", T.UINT32, self.file_type))
-        return kv
+        # later writes of a key replace earlier ones (llama.cpp's classes add after the base class)
+        seen = {}
+        for i, (k, _, _) in enumerate(kv):
+            seen[k] = i
+        return [item for i, item in enumerate(kv) if seen[item[0]] == i]
+
+    def _deepseek2_metadata(self, add, n_embd):
+        """llama.cpp DeepseekV2Model.set_gguf_parameters (after TextModel's)."""
+        hp = self.hp
+        need = {k: hp.get(k) for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+        missing = [k for k, v in need.items() if v is None]
+        if missing:
+            raise ModelError(f"config.json: DeepSeek MLA config lacks {', '.join(missing)}")
+        moe = hp.get("n_routed_experts") is not None
+        first_dense = hp.get("first_k_dense_replace")
+        if first_dense is None:
+            first_dense = 0 if moe else self.n_layer
+        add("leading_dense_block_count", T.UINT32, _int(first_dense, "first_k_dense_replace"))
+        add("vocab_size", T.UINT32, _int(hp["vocab_size"], "vocab_size"))
+        if hp.get("q_lora_rank") is not None:
+            add("attention.q_lora_rank", T.UINT32, _int(hp["q_lora_rank"], "q_lora_rank"))
+        kv_lora, nope, rope, v = (_int(need[k], k) for k in ("kv_lora_rank", "qk_nope_head_dim",
+                                                             "qk_rope_head_dim", "v_head_dim"))
+        add("attention.kv_lora_rank", T.UINT32, kv_lora)
+        add("attention.key_length", T.UINT32, kv_lora + rope)
+        add("attention.value_length", T.UINT32, kv_lora)
+        add("attention.key_length_mla", T.UINT32, nope + rope)
+        add("attention.value_length_mla", T.UINT32, v)
+        ff_exp = _find(hp, ["moe_intermediate_size", "intermediate_size"], False)
+        add("expert_feed_forward_length", T.UINT32, _int(ff_exp, "moe_intermediate_size"))
+        if moe:
+            add("expert_count", T.UINT32, _int(hp["n_routed_experts"], "n_routed_experts"))
+        add("expert_shared_count", T.UINT32, _int(hp.get("n_shared_experts") or 0, "n_shared_experts"))
+        if hp.get("routed_scaling_factor") is not None:
+            add("expert_weights_scale", T.FLOAT32, float(hp["routed_scaling_factor"]))
+        if hp.get("norm_topk_prob"):
+            add("expert_weights_norm", T.BOOL, True)
+        add("rope.dimension_count", T.UINT32, rope)
+        if self.rope.get("mscale_all_dim") is not None:
+            add("rope.scaling.yarn_log_multiplier", T.FLOAT32, 0.1 * float(self.rope["mscale_all_dim"]))
 
     # ---------------------------------------------------------------- tensors
     def _ggml_type(self, gguf_name, shape):
@@ -282,13 +354,35 @@ class Converter:
         experts = {}   # (layer, kind) -> {expert index: ref}
         order = []     # output order: names, or ("exps", layer, kind) at the first expert's place
         mapped = {}
-        n_exp = _find(self.hp, ["num_local_experts", "num_experts"])
+        n_exp = _find(self.hp, ["num_local_experts", "num_experts", "n_routed_experts"])
         for hf_name, ref in self.src.items():
             name = hf_name
             if name.endswith(_SKIP):
                 continue
             if not name.startswith(("model.", "lm_head.")) and name.startswith(("layers.", "embed_tokens.", "norm.")):
                 name = "model." + name  # LlamaModel / Qwen2Model checkpoints without the "model." prefix
+            if self.arch == "gpt-oss":
+                lm = re.match(r"^model\.layers\.(\d+)\.(.+)$", name)
+                if lm and lm.group(2).startswith("mlp.experts."):
+                    if not name.endswith(("_blocks", "_scales")):
+                        self._check(ref)
+                    order.append(("oss", int(lm.group(1)), lm.group(2)[len("mlp.experts."):], ref))
+                    continue
+                if name.endswith("self_attn.sinks"):
+                    name += ".weight"
+            if self.arch == "deepseek2":
+                if name.endswith("e_score_correction_bias"):
+                    name = name[:-len("_bias")] + ".bias"
+                if name == "lm_head.weight" and self.hp.get("tie_word_embeddings"):
+                    continue
+                lm = re.match(r"^model\.layers\.(\d+)\.", name)
+                if lm and int(lm.group(1)) >= self.n_layer:
+                    continue  # multi-token-prediction layers: llama.cpp skips them
+                if name.endswith("self_attn.kv_b_proj.weight"):
+                    self._check(ref)
+                    layer = int(lm.group(1))
+                    order.append(("kv_b", layer, ref))
+                    continue
             m = _EXPERT_RE.match(name)
             if m:
                 self._check(ref)
@@ -312,6 +406,8 @@ class Converter:
                     raise ModelError(f"{ref.path}: tensor '{hf_name}' is for layer {layer}, "
                                      f"but num_hidden_layers is {self.n_layer}")
                 gguf = f"blk.{layer}.{_LAYER[lm.group(2)]}.{lm.group(3)}"
+                if self.arch == "gpt-oss" and gguf.endswith(".ffn_norm.weight"):
+                    gguf = f"blk.{layer}.post_attention_norm.weight"  # gpt-oss: the pre-FFN norm
             self._check(ref)
             if gguf in mapped:
                 raise ModelError(f"{ref.path}: tensors '{mapped[gguf][0].name}' and '{hf_name}' both map to '{gguf}'")
@@ -324,6 +420,12 @@ class Converter:
                     permute = self.n_head_kv
             mapped[gguf] = (ref, permute)
         for item in order:
+            if isinstance(item, tuple) and item[0] == "kv_b":
+                self._add_kv_b(plan, item[1], item[2])
+                continue
+            if isinstance(item, tuple) and item[0] == "oss":
+                self._add_oss_experts(plan, *item[1:])
+                continue
             if isinstance(item, tuple):
                 _, layer, kind = item
                 group = experts[(layer, kind)]
@@ -353,6 +455,106 @@ class Converter:
         if not any(t[0] == "token_embd.weight" for t in plan.tensors):
             raise ModelError("checkpoint has no model.embed_tokens.weight")
         return plan
+
+    def _add_kv_b(self, plan, layer, ref):
+        """llama.cpp DeepseekV2Model: kv_b_proj [n_head * (nope + v), kv_lora] viewed per head, split
+        into k_b (transposed to [n_head, kv_lora, nope]) and v_b ([n_head, v, kv_lora])."""
+        nope, v = self.hp["qk_nope_head_dim"], self.hp["v_head_dim"]
+        n_head = self.n_head
+        rows, kv_lora = ref.shape if len(ref.shape) == 2 else (0, 0)
+        if rows != n_head * (nope + v):
+            raise ModelError(f"{ref.path}: '{ref.name}' has shape {ref.shape}, expected "
+                             f"[{n_head * (nope + v)}, kv_lora_rank]")
+        es = DTYPE_SIZE[ref.dtype]
+        code = {2: "H", 4: "I"}[es]
+        row_bytes = kv_lora * es
+
+        def part(which):
+            raw = ref.read()
+            out = []
+            for h in range(n_head):
+                base = h * (nope + v) * row_bytes
+                if which == "k":  # [nope, kv_lora] -> [kv_lora, nope]
+                    a = array.array(code)
+                    a.frombytes(raw[base:base + nope * row_bytes])
+                    t = array.array(code)
+                    for c in range(kv_lora):
+                        t.extend(a[c::kv_lora])
+                    out.append(t.tobytes())
+                else:
+                    out.append(raw[base + nope * row_bytes:base + (nope + v) * row_bytes])
+            return b"".join(out)
+
+        for which, gname, shape in (("k", f"blk.{layer}.attn_k_b.weight", [n_head, kv_lora, nope]),
+                                    ("v", f"blk.{layer}.attn_v_b.weight", [n_head, v, kv_lora])):
+            gt = self._ggml_type(gname, shape)
+            self._add(plan, gname, shape, gt,
+                      lambda which=which, gt=gt: numeric.convert(part(which), ref.dtype, gt))
+
+    def _add_oss_experts(self, plan, layer, what, ref):
+        """llama.cpp GptOssModel.modify_tensors for unquantized experts: gate_up_proj [E, n_embd, 2*n_ff]
+        is transposed and de-interleaved (gate = even, up = odd outputs), down_proj [E, n_ff, n_embd]
+        transposed; the biases de-interleaved / kept. Read one expert at a time."""
+        if what.endswith(("_blocks", "_scales")):
+            raise Unsupported(f"{ref.path}: '{ref.name}' is MXFP4-packed; only BF16/F16/F32 GPT-OSS checkpoints "
+                              f"are converted (dequantized ones, e.g. *-BF16 repositories)")
+        es = DTYPE_SIZE[ref.dtype]
+        code = {2: "H", 4: "I"}[es]
+        n_exp = ref.shape[0]
+
+        def expert(e, per):
+            a = array.array(code)
+            a.frombytes(ref.read(e * per * es, per * es))
+            return a
+
+        if what == "gate_up_proj_bias":
+            if len(ref.shape) != 2 or ref.shape[1] % 2:
+                raise ModelError(f"{ref.path}: '{ref.name}' has shape {ref.shape}, expected [E, 2*n_ff]")
+            ff = ref.shape[1] // 2
+            for kind, start in (("gate", 0), ("up", 1)):
+                def src(start=start):
+                    a = array.array(code)
+                    a.frombytes(ref.read())
+                    return numeric.convert(a[start::2].tobytes(), ref.dtype, numeric.GGML_F32)
+                self._add(plan, f"blk.{layer}.ffn_{kind}_exps.bias", [n_exp, ff], numeric.GGML_F32, src)
+            return
+        if what == "down_proj_bias":
+            self._add(plan, f"blk.{layer}.ffn_down_exps.bias", list(ref.shape), numeric.GGML_F32,
+                      self._loader(ref, numeric.GGML_F32))
+            return
+        if len(ref.shape) != 3:
+            raise ModelError(f"{ref.path}: '{ref.name}' has shape {ref.shape}, expected [E, in, out]")
+        _, n_in, n_out = ref.shape
+        per = n_in * n_out
+        if what == "gate_up_proj":
+            ff = n_out // 2
+            for kind, start in (("gate", 0), ("up", 1)):
+                name = f"blk.{layer}.ffn_{kind}_exps.weight"
+                gt = self._ggml_type(name, [n_exp, ff, n_in])
+
+                def src(start=start, gt=gt):
+                    for e in range(n_exp):
+                        a = expert(e, per)  # [n_in][2*ff]; output row r = input column 2r + start
+                        t = array.array(code)
+                        for r in range(ff):
+                            t.extend(a[2 * r + start::n_out])
+                        yield numeric.convert(t.tobytes(), ref.dtype, gt)
+                self._add(plan, name, [n_exp, ff, n_in], gt, src, experts=n_exp)
+            return
+        if what == "down_proj":
+            name = f"blk.{layer}.ffn_down_exps.weight"
+            gt = self._ggml_type(name, [n_exp, n_out, n_in])
+
+            def src(gt=gt):
+                for e in range(n_exp):
+                    a = expert(e, per)  # [n_ff][n_embd] -> [n_embd][n_ff]
+                    t = array.array(code)
+                    for r in range(n_out):
+                        t.extend(a[r::n_out])
+                    yield numeric.convert(t.tobytes(), ref.dtype, gt)
+            self._add(plan, name, [n_exp, n_out, n_in], gt, src, experts=n_exp)
+            return
+        raise ModelError(f"{ref.path}: cannot map tensor '{ref.name}' to a GGUF name for {self.hf_arch}")
 
     # llama.cpp LlamaModel.generate_extra_tensors (rope_type llama3).
     def rope_freqs(self):

@@ -44,14 +44,15 @@ class TensorRef:
             n *= d
         return n
 
-    def read(self):
-        """The tensor's raw little-endian bytes."""
+    def read(self, offset=0, size=None):
+        """The tensor's raw little-endian bytes (or `size` bytes from byte `offset` of it)."""
+        size = self.nbytes - offset if size is None else size
         with open(self.path, "rb") as f:
-            f.seek(self.begin)
-            data = f.read(self.nbytes)
-        if len(data) != self.nbytes:
+            f.seek(self.begin + offset)
+            data = f.read(size)
+        if len(data) != size:
             raise CheckpointError(f"{self.path}: tensor '{self.name}' is truncated "
-                                  f"({len(data)} of {self.nbytes} bytes)")
+                                  f"({len(data)} of {size} bytes)")
         return data
 
 
