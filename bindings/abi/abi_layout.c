@@ -91,11 +91,12 @@ int main(void) {
          FIELD(kestrel_engine_options, n_parallel) FIELD(kestrel_engine_options, n_batch)
          FIELD(kestrel_engine_options, n_threads) FIELD(kestrel_engine_options, draft_model)
          FIELD(kestrel_engine_options, speculative) FIELD(kestrel_engine_options, kv_type))
-  STRUCT(kestrel_request_result, stop_string,
+  STRUCT(kestrel_request_result, queue_s,
          FIELD(kestrel_request_result, struct_size) FIELD(kestrel_request_result, finish)
          FIELD(kestrel_request_result, status) FIELD(kestrel_request_result, n_prompt)
          FIELD(kestrel_request_result, n_cached) FIELD(kestrel_request_result, n_generated)
-         FIELD(kestrel_request_result, n_drafted) FIELD(kestrel_request_result, n_accepted) FIELD(kestrel_request_result, stop_string))
+         FIELD(kestrel_request_result, n_drafted) FIELD(kestrel_request_result, n_accepted) FIELD(kestrel_request_result, stop_string)
+         FIELD(kestrel_request_result, queue_s))
   STRUCT(kestrel_request, reply,
          FIELD(kestrel_request, struct_size) FIELD(kestrel_request, prompt) FIELD(kestrel_request, n_prompt)
          FIELD(kestrel_request, max_tokens) FIELD(kestrel_request, sampling) FIELD(kestrel_request, stop_at_eog)

@@ -30,6 +30,7 @@ void fill_result(const kestrel::RequestResult& r, kestrel_request_result* out) {
   v.n_drafted = r.spec.drafted;
   v.n_accepted = r.spec.accepted;
   v.stop_string = r.stop_index;
+  v.queue_s = static_cast<float>(r.queue_s);
   kestrel::api::write_out(v, out, offsetof(kestrel_request_result, n_drafted));  // the fields API version 1 had
 }
 

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "engine/stop_strings.h"
@@ -20,6 +21,7 @@ struct Scheduler::Request {
   int32_t seq = -1;
   int32_t n_past = 0;              // tokens of `input` (then of generated) in the cache
   bool admitted_once = false;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   std::atomic<bool> cancel{false};
   bool done = false;
   RequestResult result;
@@ -257,6 +259,7 @@ void Scheduler::admit() {
     if (!r->admitted_once) {
       r->admitted_once = true;
       r->result.n_cached = r->n_past;
+      r->result.queue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - r->submitted).count();
       std::lock_guard<std::mutex> lock(mu_);
       tok_prompt_ += r->result.n_prompt;
       tok_cached_ += r->n_past;

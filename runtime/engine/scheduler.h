@@ -37,6 +37,7 @@ struct RequestResult {
   int32_t n_generated = 0;
   SpecStats spec;            // speculative decoding: drafted and accepted tokens
   int32_t stop_index = -1;   // the stop string that ended it (its index in RequestSpec::stop_strings)
+  double queue_s = 0;        // from submit to its first admission into a batch (0: never admitted)
 };
 
 struct RequestSpec {

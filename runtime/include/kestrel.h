@@ -38,7 +38,7 @@ extern "C" {
 
 /* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type; 6: grammar, json_schema;
  * 7: reply parser (tool calls, reasoning) */
-#define KESTREL_API_VERSION 7
+#define KESTREL_API_VERSION 8
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -350,9 +350,9 @@ typedef struct kestrel_request_result {
   int32_t n_prompt;      /* prompt tokens */
   int32_t n_cached;      /* of those, found in the prefix cache (not recomputed) */
   int32_t n_generated;
-  int32_t n_drafted;  /* speculative decoding: tokens drafted for it */
-  int32_t n_accepted; /* of those, kept */
+  int32_t n_drafted, n_accepted; /* speculative decoding: tokens drafted for it; of those, kept */
   int32_t stop_string; /* API 7: the index of the stop string that ended it; -1: none */
+  float queue_s;       /* API 8: seconds from kestrel_submit to its first place in a batch */
 } kestrel_request_result;
 
 typedef void (*kestrel_logits_fn)(const float *logits, int32_t n_vocab, void *user);

@@ -3,6 +3,8 @@
 // requests free their KV blocks, stop strings, preemption under a small cache, bad input.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include <atomic>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -169,6 +171,31 @@ TEST_CASE("engine: a common 200-token prefix is computed once") {
   const auto st = e.stats();
   CHECK(st["tokens_cached"] == 192);
   CHECK(st["prefix_cache_hit_rate"].get<double>() > 0.4);
+}
+
+// kestrel_request_result.queue_s: with one sequence slot, the second request waits in the queue
+// until the first has finished, the first does not wait behind anything.
+TEST_CASE("engine: queue_s is the time a request waited for a place in a batch") {
+  Model m;
+  if (!m.m) return;
+  const kestrel_sampler_options so = greedy_sampling();
+  Engine e(m, 1024, 1);
+  Out a, b;
+  a.prompt = m.tokens("Once upon a time");
+  b.prompt = m.tokens("The little dog");
+  kestrel_request ra = greedy(a, 96, &so), rb = greedy(b, 4, &so);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(kestrel_submit(e.e, &ra, &a.id) == KESTREL_OK);
+  REQUIRE(kestrel_submit(e.e, &rb, &b.id) == KESTREL_OK);
+  REQUIRE(kestrel_wait(e.e, a.id, &a.result) == KESTREL_OK);
+  const double a_done = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(kestrel_wait(e.e, b.id, &b.result) == KESTREL_OK);
+  CHECK(a.result.n_generated == 96);
+  CHECK(a.result.queue_s >= 0);
+  CHECK(b.result.queue_s > a.result.queue_s);
+  // b was admitted after a's 96 tokens: its wait is most of a's whole run (which a_done bounds).
+  CHECK(b.result.queue_s <= a_done + 0.5);
+  CHECK(b.result.queue_s > 0.5 * (a_done - a.result.queue_s) - 0.01);
 }
 
 // A hybrid model's Mamba state summarises a whole prefix and is not kept per block: no prefix is

@@ -156,6 +156,7 @@ def check_metrics_and_log(res, srv):
         "kestrel_http_errors_total": 2,
         "kestrel_time_to_first_token_seconds_count": n_gen,
         "kestrel_e2e_request_latency_seconds_count": n_gen,
+        "kestrel_request_queue_time_seconds_count": n_gen,
         # One latency per token after each request's first.
         "kestrel_inter_token_latency_seconds_count": gen - n_gen,
         'kestrel_requests_finished_total{reason="stop"}+{reason="length"}': n_gen,
@@ -168,7 +169,7 @@ def check_metrics_and_log(res, srv):
             got = delta(m0, m1, k)
         res.case(cat, f"{k} moved by {want}", got == want, f"moved by {got}")
     for h in ("kestrel_time_to_first_token_seconds", "kestrel_inter_token_latency_seconds",
-              "kestrel_e2e_request_latency_seconds"):
+              "kestrel_e2e_request_latency_seconds", "kestrel_request_queue_time_seconds"):
         p = histogram_problems(m1, h)
         res.case(cat, f"{h} is a well-formed histogram", p is None, p)
     ratio = m1.get("kestrel_kv_cache_usage_ratio")

@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -70,6 +71,10 @@ void on_finished(const kestrel_request_result* r, void* user) {
     if (g->metrics) {
       g->metrics->count_finish(r->finish);
       g->metrics->e2e.observe(seconds(Clock::now() - g->arrival));
+      // Requests cancelled while still waiting were never admitted: no queue time to count.
+      if (r->struct_size >= offsetof(kestrel_request_result, queue_s) + sizeof r->queue_s &&
+          (r->queue_s > 0 || r->n_generated > 0))
+        g->metrics->queue.observe(r->queue_s);
     }
     std::lock_guard<std::mutex> lock(g->mu);
     g->result = *r;

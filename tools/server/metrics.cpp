@@ -69,7 +69,7 @@ void Histogram::write(const std::string& name, std::string* out) const {
   *out += name + "_count " + std::to_string(cumulative) + "\n";
 }
 
-ServerMetrics::ServerMetrics() : ttft(kTtftBounds), itl(kItlBounds), e2e(kE2eBounds) {}
+ServerMetrics::ServerMetrics() : ttft(kTtftBounds), itl(kItlBounds), e2e(kE2eBounds), queue(kTtftBounds) {}
 
 void ServerMetrics::count_finish(kestrel_finish_reason r) {
   const auto i = static_cast<size_t>(r);
@@ -152,6 +152,8 @@ bool metrics_text(const kestrel_engine* engine, const ServerMetrics& m, std::str
   m.itl.write("kestrel_inter_token_latency_seconds", &o);
   family("e2e_request_latency_seconds", "histogram", "Time from a request's arrival to its last token");
   m.e2e.write("kestrel_e2e_request_latency_seconds", &o);
+  family("request_queue_time_seconds", "histogram", "Time a request waited for its first place in a batch");
+  m.queue.write("kestrel_request_queue_time_seconds", &o);
   metric("uptime_seconds", "gauge", "Seconds since the server started",
          std::chrono::duration<double>(std::chrono::steady_clock::now() - m.started).count());
   return true;

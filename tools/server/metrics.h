@@ -43,6 +43,7 @@ struct ServerMetrics {
   Histogram ttft;   // request received -> first token, per generation
   Histogram itl;    // between consecutive tokens of a generation
   Histogram e2e;    // request received -> generation finished
+  Histogram queue;  // submitted to the engine -> first place in a batch (kestrel_request_result.queue_s)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   void count_finish(kestrel_finish_reason r);

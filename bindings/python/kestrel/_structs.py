@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 #: The API version these mirrors were written for (``KESTREL_API_VERSION``).
-API_VERSION = 7
+API_VERSION = 8
 
 c_token = c_int32
 c_enum = c_int  # C enums with values in int range are int-sized on every ABI we target
@@ -271,6 +271,7 @@ class RequestResult(Structure):
         ("n_drafted", c_int32),
         ("n_accepted", c_int32),
         ("stop_string", c_int32),
+        ("queue_s", c_float),
     ]
 
 

@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_void};
 
 /// `KESTREL_API_VERSION` of the header these declarations mirror.
-pub const KESTREL_API_VERSION: u32 = 7;
+pub const KESTREL_API_VERSION: u32 = 8;
 
 /// A token id.
 pub type kestrel_token = i32;
@@ -251,6 +251,7 @@ pub struct kestrel_request_result {
     pub n_drafted: i32,
     pub n_accepted: i32,
     pub stop_string: i32,
+    pub queue_s: f32,
 }
 
 /// `struct kestrel_request`.

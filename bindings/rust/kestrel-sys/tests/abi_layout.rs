@@ -71,7 +71,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
             struct_size, n_ctx, n_parallel, n_batch, n_threads, draft_model, speculative, kv_type
         }),
         layout!(kestrel_request_result {
-            struct_size, finish, status, n_prompt, n_cached, n_generated, n_drafted, n_accepted, stop_string
+            struct_size, finish, status, n_prompt, n_cached, n_generated, n_drafted, n_accepted, stop_string, queue_s
         }),
         layout!(kestrel_request {
             struct_size, prompt, n_prompt, max_tokens, sampling, stop_at_eog, stop_tokens, n_stop_tokens, stop_strings,
