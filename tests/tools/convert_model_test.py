@@ -147,9 +147,9 @@ class Source:
 
 
 # ---------------------------------------------------------------- GGUF -> HF folder
-def tokenizer_files(src, d):
-    toks = src.kv["tokenizer.ggml.tokens"][1][1]
-    types = src.kv["tokenizer.ggml.token_type"][1][1]
+def tokenizer_files(src, d, n_tokens=None):
+    toks = src.kv["tokenizer.ggml.tokens"][1][1][:n_tokens]
+    types = src.kv["tokenizer.ggml.token_type"][1][1][:n_tokens]
     vocab = {t: i for i, t in enumerate(toks)}
     merges = []
     for i, t in enumerate(toks):  # stories260K: merged tokens in score (= id) order
@@ -184,6 +184,10 @@ def tokenizer_files(src, d):
            "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
     with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(cfg, f)
+
+
+def src_tok(i):
+    return Source(os.path.join(MODELS, "qwen2-f32.gguf")).kv["tokenizer.ggml.tokens"][1][1][i]
 
 
 def hf_config(src):
@@ -592,6 +596,42 @@ class ConvertModelTest(unittest.TestCase):
         self.check_metadata(src, kv, "f16")
         self.check_tensors(src, tensors, data, start, "F16", "f16")
         self.check_eval(out, "gpt-oss-f16", 0.05)
+
+    def test_chunked_conversion(self):
+        """Big tensors are converted CHUNK values at a time: the result does not depend on CHUNK."""
+        sys.path.insert(0, os.path.join(ROOT, "tools", "convert"))
+        import numeric
+        import random
+        rnd = random.Random(7)
+        vals = [rnd.gauss(0, 1) * 10 ** rnd.randint(-3, 3) for _ in range(32 * 40)]
+        saved = numeric.CHUNK
+        try:
+            for src in ("F32", "F16", "BF16"):
+                raw = encode(vals, src)
+                for dst in (F32, F16, BF16, Q8_0):
+                    numeric.CHUNK = 1 << 20
+                    whole = numeric.convert(raw, src, dst)
+                    numeric.CHUNK = 96
+                    self.assertEqual(numeric.convert(raw, src, dst), whole, (src, dst))
+                    if dst != Q8_0:
+                        self.assertEqual(whole, encode(decode(raw, GTYPE[src], len(vals)), dst), (src, dst))
+        finally:
+            numeric.CHUNK = saved
+
+    def test_padded_vocabulary(self):
+        """An embedding with more rows than the tokenizer has tokens (Qwen's 151936 vs 151665):
+        tokens padded with [PAD<i>] (UNUSED), as llama.cpp does."""
+        d = self.small_folder("padded", "Qwen2ForCausalLM")
+        tokenizer_files(Source(os.path.join(MODELS, "qwen2-f32.gguf")), d, n_tokens=300)
+        out = os.path.join(self.tmp, "padded.gguf")
+        convert(d, out, "f16")
+        with open(out, "rb") as f:
+            _, kv, tensors, _ = read_gguf(f.read())
+        toks, types = kv["tokenizer.ggml.tokens"][1][1], kv["tokenizer.ggml.token_type"][1][1]
+        self.assertEqual(len(toks), 512)
+        self.assertEqual(len(kv["tokenizer.ggml.scores"][1][1]), 512)
+        self.assertEqual((toks[299], toks[300], toks[511]), (src_tok(299), "[PAD300]", "[PAD511]"))
+        self.assertEqual(set(types[300:]), {5})
 
     # -- errors -----------------------------------------------------------------------------------
     def small_folder(self, name, arch, **extra):

@@ -66,7 +66,7 @@ def _pad_vocab(result, n_vocab):
         return
     result.notes.append(f"vocabulary padded from {n} to {n_vocab} tokens ([PAD<i>], unused)")
     for key, fill in (("tokenizer.ggml.tokens", None), ("tokenizer.ggml.scores", -1000.0),
-                      ("tokenizer.ggml.token_type", 5)):
+                      ("tokenizer.ggml.token_type", 5), ("tokenizer.kestrel.added_token_flags", 0)):
         if key in kv:
             values = result.kv[kv[key]][2][1]
             values.extend(f"[PAD{i}]" if fill is None else fill for i in range(n, n_vocab))

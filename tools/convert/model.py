@@ -330,7 +330,7 @@ class Converter:
             raw = ref.read()
             if permute_heads:
                 raw = self._permute_rows(raw, ref.shape, ref.dtype, permute_heads)
-            return numeric.convert(raw, ref.dtype, ggml_type)
+            return numeric.convert_chunks(raw, ref.dtype, ggml_type)
         return load
 
     def _add(self, plan, name, hf_shape, ggml_type, source, experts=0):
@@ -446,7 +446,7 @@ class Converter:
 
                 def source(refs=refs, gt=gt):
                     for r in refs:
-                        yield numeric.convert(r.read(), r.dtype, gt)
+                        yield from numeric.convert_chunks(r.read(), r.dtype, gt)
                 self._add(plan, gname, shape, gt, source, experts=n)
             else:
                 ref, permute = mapped[item]
@@ -489,7 +489,7 @@ class Converter:
                                     ("v", f"blk.{layer}.attn_v_b.weight", [n_head, v, kv_lora])):
             gt = self._ggml_type(gname, shape)
             self._add(plan, gname, shape, gt,
-                      lambda which=which, gt=gt: numeric.convert(part(which), ref.dtype, gt))
+                      lambda which=which, gt=gt: numeric.convert_chunks(part(which), ref.dtype, gt))
 
     def _add_oss_experts(self, plan, layer, what, ref):
         """llama.cpp GptOssModel.modify_tensors for unquantized experts: gate_up_proj [E, n_embd, 2*n_ff]
@@ -515,7 +515,7 @@ class Converter:
                 def src(start=start):
                     a = array.array(code)
                     a.frombytes(ref.read())
-                    return numeric.convert(a[start::2].tobytes(), ref.dtype, numeric.GGML_F32)
+                    return numeric.convert_chunks(a[start::2].tobytes(), ref.dtype, numeric.GGML_F32)
                 self._add(plan, f"blk.{layer}.ffn_{kind}_exps.bias", [n_exp, ff], numeric.GGML_F32, src)
             return
         if what == "down_proj_bias":
@@ -538,7 +538,7 @@ class Converter:
                         t = array.array(code)
                         for r in range(ff):
                             t.extend(a[2 * r + start::n_out])
-                        yield numeric.convert(t.tobytes(), ref.dtype, gt)
+                        yield from numeric.convert_chunks(t.tobytes(), ref.dtype, gt)
                 self._add(plan, name, [n_exp, ff, n_in], gt, src, experts=n_exp)
             return
         if what == "down_proj":
@@ -551,7 +551,7 @@ class Converter:
                     t = array.array(code)
                     for r in range(n_out):
                         t.extend(a[r::n_out])
-                    yield numeric.convert(t.tobytes(), ref.dtype, gt)
+                    yield from numeric.convert_chunks(t.tobytes(), ref.dtype, gt)
             self._add(plan, name, [n_exp, n_out, n_in], gt, src, experts=n_exp)
             return
         raise ModelError(f"{ref.path}: cannot map tensor '{ref.name}' to a GGUF name for {self.hf_arch}")

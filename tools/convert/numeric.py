@@ -47,13 +47,14 @@ def to_f32(raw, dtype):
     if dtype == "F32":
         return bytes(raw)
     if dtype == "BF16":
+        raw = bytes(raw)
         out = bytearray(len(raw) * 2)
         out[2::4] = raw[0::2]
         out[3::4] = raw[1::2]
         return bytes(out)
     if dtype == "F16":
         n = len(raw) // 2
-        return array.array("f", struct.unpack("<%de" % n, raw)).tobytes()
+        return array.array("f", struct.unpack("<%de" % n, raw)).tobytes()  # n <= CHUNK in convert_chunks
     raise ValueError(f"dtype {dtype} is not a float type this converter reads")
 
 
@@ -113,19 +114,33 @@ def f32_to_q8_0(f32):
     return bytes(out)
 
 
+CHUNK = 1 << 20  # values per conversion step (a multiple of 32): bounds the Python objects alive
+
+
+def convert_chunks(raw, src_dtype, ggml_type):
+    """Raw source bytes -> the bytes of ggml_type (F32, F16, BF16 or Q8_0), as a generator of chunks
+    of CHUNK values, so no more than one chunk's Python floats exist at a time."""
+    if (ggml_type == GGML_F16 and src_dtype == "F16") or (ggml_type == GGML_BF16 and src_dtype == "BF16") \
+            or (ggml_type == GGML_F32 and src_dtype == "F32"):
+        yield bytes(raw)
+        return
+    es = {"F32": 4, "F16": 2, "BF16": 2}[src_dtype]
+    mv = memoryview(raw)
+    step = CHUNK * es
+    for i in range(0, len(mv), step):
+        f32 = to_f32(mv[i:i + step], src_dtype)
+        if ggml_type == GGML_F32:
+            yield f32
+        elif ggml_type == GGML_F16:
+            yield f32_to_f16(f32)
+        elif ggml_type == GGML_BF16:
+            yield f32_to_bf16(f32)
+        elif ggml_type == GGML_Q8_0:
+            yield f32_to_q8_0(f32)
+        else:
+            raise ValueError(f"ggml type {ggml_type}")
+
+
 def convert(raw, src_dtype, ggml_type):
     """Raw source bytes -> bytes of ggml_type (F32, F16, BF16 or Q8_0)."""
-    if ggml_type == GGML_F16 and src_dtype == "F16":
-        return bytes(raw)
-    if ggml_type == GGML_BF16 and src_dtype == "BF16":
-        return bytes(raw)
-    f32 = to_f32(raw, src_dtype)
-    if ggml_type == GGML_F32:
-        return f32
-    if ggml_type == GGML_F16:
-        return f32_to_f16(f32)
-    if ggml_type == GGML_BF16:
-        return f32_to_bf16(f32)
-    if ggml_type == GGML_Q8_0:
-        return f32_to_q8_0(f32)
-    raise ValueError(f"ggml type {ggml_type}")
+    return b"".join(convert_chunks(raw, src_dtype, ggml_type))
