@@ -98,17 +98,19 @@ def f32_to_q8_0(f32):
         raise ValueError("Q8_0 needs a multiple of 32 values")
     out = bytearray()
     i8 = struct.Struct("<32b").pack
-    floor = math.floor
     for i in range(0, n, 32):
         blk = x[i:i + 32]
-        amax = max(abs(v) for v in blk)
+        hi, lo = max(blk), min(blk)
+        amax = hi if hi >= -lo else -lo
         d = _f32(amax / 127)
         inv = _f32(1.0 / d) if d != 0.0 else 0.0
+        # roundf: |p| <= 127.0001, so p + 0.5 is exact in double and int() truncates like floor
         prods = array.array("f", [v * inv for v in blk])
-        qs = []
-        for p in prods:
-            q = floor(p + 0.5) if p >= 0 else -floor(0.5 - p)
-            qs.append(127 if q > 127 else (-128 if q < -128 else int(q)))
+        try:
+            qs = [int(p + 0.5) if p >= 0 else -int(0.5 - p) for p in prods]
+        except (ValueError, OverflowError):  # NaN / inf in the block: GGML's saturating cast
+            qs = [0 if p != p else (127 if p >= 127 else (-128 if p <= -128 else int(math.copysign(
+                math.floor(abs(p) + 0.5), p)))) for p in prods]
         out += _f16_one(d)
         out += i8(*qs)
     return bytes(out)
