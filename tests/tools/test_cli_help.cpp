@@ -9,8 +9,12 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "cli/info_summary.h"
 #include "common/testdata.h"
+#include "kestrel.h"
 
 using kestrel::test::cli_path;
 
@@ -126,4 +130,43 @@ TEST_CASE("run, chat and serve use the built-in demo model when no -m is given")
   unsetenv("KESTREL_MODEL");
   CHECK(env.code == 1);
   CHECK(env.err.find("/nonexistent.gguf") != std::string::npos);
+}
+
+TEST_CASE("kestrel info: the summary by default, the JSON with --json") {
+  const std::string model = kestrel::test::testdata_file("models/qwen3moe-q4_k_m.gguf");
+  if (model.empty()) return;
+  Result r = run("info -m " + model + " -c 2048");
+  CHECK(r.code == 0);
+  for (const char* s : {"qwen3moe", "parameters", "active per token", "q4_K", "2 of 8 experts per token",
+                        "4096 tokens trained", "at context 2048", "cpu ", "no chat template"})
+    CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  CHECK(r.out.size() < 2000);  // a summary, not the tensor list
+  r = run("info --json -m " + model);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("\"tensors\"") != std::string::npos);
+
+  // A chat template names its tool-call family (here Qwen 2.5's: Hermes-style <tool_call>).
+  const std::string tmpl_file = kestrel::test::testdata_file("chat_templates/Qwen-Qwen2.5-7B-Instruct.json");
+  if (tmpl_file.empty()) return;
+  kestrel_model* m = nullptr;
+  REQUIRE(kestrel_model_load(model.c_str(), nullptr, &m) == KESTREL_OK);
+  size_t len = 0;
+  kestrel_model_describe(m, nullptr, 0, &len);
+  std::string desc(len + 1, '\0');
+  REQUIRE(kestrel_model_describe(m, desc.data(), desc.size(), &len) == KESTREL_OK);
+  desc.resize(len);
+  kestrel_model_free(m);
+  kestrel::cli::InfoInputs in;
+  in.desc = nlohmann::json::parse(desc);
+  in.chat_template = nlohmann::json::parse(kestrel::test::read_text_file(tmpl_file))["template"].get<std::string>();
+  in.n_ctx = 100;
+  in.kv_type = "f16";
+  in.kv_bytes_per_token = in.desc["memory"]["kv_bytes_per_token"].get<uint64_t>();
+  const std::string s = kestrel::cli::info_summary(in);
+  CHECK(s.find("template present") != std::string::npos);
+  CHECK(s.find("tool calls: hermes") != std::string::npos);
+  // KV at the context asked for: bytes per token x 100 (the summary prints KiB with one decimal).
+  char kv[64];
+  std::snprintf(kv, sizeof kv, "KV %.1f KiB", in.kv_bytes_per_token * 100 / 1024.0);
+  CHECK_MESSAGE(s.find(kv) != std::string::npos, s);
 }
