@@ -21,6 +21,7 @@ const std::vector<Command>& commands() {
       {"template", "render a conversation with a chat template", template_options, cmd_template},
       {"quantize", "requantize a GGUF model (llama-quantize's types and mixes)", quantize_options, cmd_quantize},
       {"synth", "a GGUF with a real model's shape and random weights", synth_options, cmd_synth},
+      {"perplexity", "perplexity over a text as llama-perplexity computes it; KL divergence vs a base", perplexity_options, cmd_perplexity},
   };
   return list;
 }
