@@ -413,8 +413,10 @@ await test('the web page in headless Chromium streams a reply (screenshot saved)
     });
     const call = (method, params = {}) => new Promise((r) => { const id = ++seq; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
     const evaluate = async (expr) => (await call('Runtime.evaluate', { expression: expr, returnByValue: true })).result?.result?.value;
+    // The page's default reply is up to 1024 tokens (greedy stories260K writes ~900): on a loaded
+    // 2-core machine that takes over 30 s, so allow 150.
     let state = null;
-    for (let t = 0; t < 300 && state !== 'done'; t++) {
+    for (let t = 0; t < 1500 && state !== 'done'; t++) {
       state = await evaluate("document.querySelector('.msg.assistant')?.dataset.state ?? null");
       if (state !== 'done') await new Promise((r) => setTimeout(r, 100));
     }
