@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 namespace kestrel::test {
 
@@ -37,6 +41,23 @@ std::string read_text_file(const std::string& path) {
 std::string cli_path() {
   const char* env = std::getenv("KESTREL_CLI");
   return env ? env : "kestrel";
+}
+
+CliResult run_cli(const std::string& args) {
+  char err_file[] = "/tmp/kestrel_cli_err_XXXXXX";
+  const int fd = mkstemp(err_file);
+  REQUIRE(fd >= 0);
+  close(fd);
+  FILE* p = popen((cli_path() + " " + args + " 2>" + err_file).c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  std::string err = read_text_file(err_file);
+  std::remove(err_file);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
 }
 
 }  // namespace kestrel::test

@@ -13,4 +13,11 @@ std::string read_text_file(const std::string& path);
 // Path of the kestrel CLI binary (from KESTREL_CLI, set by ctest).
 std::string cli_path();
 
+// Runs `kestrel ARGS` (ARGS shell-quoted by the caller): exit code, stdout and stderr.
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+CliResult run_cli(const std::string& args);
+
 }  // namespace kestrel::test

@@ -2,9 +2,6 @@
 // parser is built from (tools/cli/commands.h); --version; unknown options name the nearest one.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,31 +17,8 @@ using kestrel::test::cli_path;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  char err_file[] = "/tmp/kestrel_cli_help_XXXXXX";
-  const int fd = mkstemp(err_file);
-  REQUIRE(fd >= 0);
-  close(fd);
-  FILE* p = popen((cli_path() + " " + args + " 2>" + err_file).c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  std::string err;
-  if (FILE* e = std::fopen(err_file, "r")) {
-    while ((n = fread(buf, 1, sizeof buf, e)) > 0) err.append(buf, n);
-    std::fclose(e);
-  }
-  std::remove(err_file);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
-}
+using Result = kestrel::test::CliResult;
+Result run(const std::string& args) { return kestrel::test::run_cli(args); }
 
 }  // namespace
 

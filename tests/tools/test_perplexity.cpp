@@ -25,10 +25,7 @@ namespace {
 
 constexpr int kCtx = 128;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = kestrel::test::CliResult;
 
 std::string temp_path(const char* tag) {
   char p[64];
@@ -39,19 +36,7 @@ std::string temp_path(const char* tag) {
   return p;
 }
 
-Result run(const std::string& args) {
-  const std::string err_file = temp_path("err");
-  FILE* p = popen((cli_path() + " perplexity " + args + " 2>" + err_file).c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  std::string err = kestrel::test::read_text_file(err_file);
-  std::remove(err_file.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
-}
+Result run(const std::string& args) { return kestrel::test::run_cli("perplexity " + args); }
 
 // The text the tests score (3117 stories260K tokens: 24 chunks of 128).
 std::string text_path() {
