@@ -10,9 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
-#include <cstdlib>
 #include <sstream>
 
 #include "chat_session.h"
@@ -89,7 +89,6 @@ void print_stats(const ChatTurnStats& s) {
                s.interrupted ? " | interrupted" : "", s.truncated ? " | token limit" : "");
 }
 
-
 // /set NAME VALUE: a sampling setting or the reply limit; false (with a message) when unknown.
 bool apply_setting(const std::string& name, const std::string& value, kestrel_sampler_options* so, ChatSession* chat) {
   char* end = nullptr;
@@ -137,7 +136,8 @@ bool run_command(const std::string& line, ChatSession& chat, kestrel_sampler_opt
   } else if (cmd == "/set") {
     const size_t s2 = arg.find(' ');
     if (s2 == std::string::npos) std::fputs("/set NAME VALUE (temp, top-p, top-k, min-p, seed, max-tokens)\n", stderr);
-    else if (apply_setting(arg.substr(0, s2), arg.substr(s2 + 1), &so, &chat)) std::printf("[%s = %s]\n", arg.substr(0, s2).c_str(), arg.substr(s2 + 1).c_str());
+    else if (apply_setting(arg.substr(0, s2), arg.substr(s2 + 1), &so, &chat))
+      std::printf("[%s = %s]\n", arg.substr(0, s2).c_str(), arg.substr(s2 + 1).c_str());
   } else if (cmd == "/save") {
     if (arg.empty()) throw Error(KESTREL_ERR_INVALID_ARGUMENT, "/save FILE");
     const nlohmann::ordered_json c = chat.conversation();
