@@ -17,6 +17,7 @@
 
 #include "chat_session.h"
 #include "common.h"
+#include "info_summary.h"
 #include "line_input.h"
 
 namespace kestrel::cli {
@@ -71,11 +72,7 @@ std::string load_summary(const kestrel_model* m, const kestrel_context* ctx) {
   uint64_t most = 0;
   for (const auto& [type, bytes] : d["tensor_types"].items())
     if (bytes.get<uint64_t>() > most) most = bytes.get<uint64_t>(), quant = type;
-  const double p = d["n_params"].get<double>();
-  char params[32];
-  if (p >= 1e9) std::snprintf(params, sizeof params, "%.2fB", p / 1e9);
-  else if (p >= 1e6) std::snprintf(params, sizeof params, "%.1fM", p / 1e6);
-  else std::snprintf(params, sizeof params, "%.1fK", p / 1e3);
+  const std::string params = human_count(d["n_params"].get<double>());
   const std::string name = d["name"].get<std::string>();
   return (name.empty() ? std::string("model") : name) + " (" + d["architecture"].get<std::string>() + ") · " +
          params + " params · " + quant + " · context " + std::to_string(kestrel_context_n_ctx(ctx)) +
