@@ -29,6 +29,7 @@ test:
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder,
 # with the CUDA backend's kernels on the SIMT emulator (so out-of-bounds device accesses show).
+# Tests, server and CLI compile at -O1 there (CMakeLists.txt); the costliest oracle loops sample.
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DKESTREL_SANITIZE=ON -DKESTREL_CUDA_EMULATE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 

@@ -38,6 +38,18 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
+bool thorough() {
+  if (const char* v = std::getenv("KESTREL_TEST_THOROUGH"); v && *v) return std::string(v) != "0";
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#endif
+#endif
+  return true;
+}
+
 std::string cli_path() {
   const char* env = std::getenv("KESTREL_CLI");
   return env ? env : "kestrel";

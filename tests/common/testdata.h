@@ -13,6 +13,12 @@ std::string read_text_file(const std::string& path);
 // Path of the kestrel CLI binary (from KESTREL_CLI, set by ctest).
 std::string cli_path();
 
+// False in a sanitizer build, unless KESTREL_TEST_THOROUGH=1: there the costliest oracle loops
+// check a sample of their cases (the Release run checks every one), while the code under test
+// still runs whole. It keeps `make asan` (ASan's allocator, the SIMT emulator under ASan) within
+// CI's time.
+bool thorough();
+
 // Runs `kestrel ARGS` (ARGS shell-quoted by the caller): exit code, stdout and stderr.
 struct CliResult {
   int code;

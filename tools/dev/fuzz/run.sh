@@ -5,10 +5,10 @@
 # when any target finds a crash, a sanitizer report, a leak, an out-of-memory or a timeout; the
 # reproducer's file name is in the output (replay: build-fuzz/fuzz/<target> <file>).
 #
-#   tools/dev/fuzz/run.sh [SECONDS]      CI runs 60 s per target; `make fuzz` 600 s
+#   tools/dev/fuzz/run.sh [SECONDS]      CI runs 45 s per target; `make fuzz` 600 s
 #
-# Environment: FUZZ_BUILD (build-fuzz), FUZZ_JOBS (build parallelism, nproc), FUZZ_CXX / FUZZ_CC
-# (clang++-14 or clang++), KESTREL_BUILD_LOCK (a file to flock around the build when several
+# Environment: FUZZ_BUILD (build-fuzz), FUZZ_JOBS (build parallelism, nproc), FUZZ_PARALLEL
+# (targets run at once, nproc), FUZZ_CXX / FUZZ_CC (clang++-14 or clang++), KESTREL_BUILD_LOCK (a file to flock around the build when several
 # builds share the machine; /tmp/kestrel-build.lock when it exists), FUZZ_TARGETS (a subset).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -63,39 +63,57 @@ for src in tools/dev/fuzz/fuzz_*.cpp; do
   targets+=("$name")
 done
 
-failed=0
-rows=()
-for t in "${targets[@]}"; do
-  bin="$BUILD/fuzz/$t"
+# One target: runs it and writes its table row to $ROWS/<target> (exit status 1 when it failed).
+ROWS="$BUILD/rows"
+rm -rf "$ROWS" && mkdir -p "$ROWS"
+run_target() {
+  local t=$1 bin="$BUILD/fuzz/$1"
   if [ ! -x "$bin" ]; then
-    rows+=("| $t | - | - | - | not built |")
-    failed=1
-    continue
+    echo "| $t | - | - | - | not built |" >"$ROWS/$t"
+    return 1
   fi
   mkdir -p "$CORPUS/$t" "$ARTIFACTS/$t"
-  dict=()
+  local dict=()
   [ -f "tools/dev/fuzz/$t.dict" ] && dict=("-dict=tools/dev/fuzz/$t.dict")
   echo "fuzz: $t for ${SECONDS_PER_TARGET} s"
-  set +e
+  local rc=0
   # max_total_time ends the run; `timeout` is the backstop should one input hang past -timeout.
   timeout --kill-after=30 $(( SECONDS_PER_TARGET + 120 )) "$bin" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" \
     -max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$ARTIFACTS/$t/" "$CORPUS/$t" >"$LOGS/$t.log" 2>&1
-  rc=$?
-  set -e
+    -artifact_prefix="$ARTIFACTS/$t/" "$CORPUS/$t" >"$LOGS/$t.log" 2>&1 || rc=$?
+  local execs stats cov ft result="ok"
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$LOGS/$t.log" | tail -1 | awk '{print $2}' || true)
   stats=$(grep -E '^#[0-9]+' "$LOGS/$t.log" | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -1 || true)
   cov=$(echo "$stats" | awk '{print $2}')
   ft=$(echo "$stats" | awk '{print $4}')
-  result="ok"
   if [ "$rc" -ne 0 ]; then
-    failed=1
+    local repro
     repro=$(grep -o 'Test unit written to [^ ]*' "$LOGS/$t.log" | tail -1 | sed 's/Test unit written to //' || true)
     result="FAILED (exit $rc; log $LOGS/$t.log; reproducer ${repro:-none})"
     grep -E 'ERROR: |SUMMARY: |runtime error|Test unit written' "$LOGS/$t.log" | head -20 >&2 || true
   fi
-  rows+=("| $t | ${execs:-?} | ${cov:-?} | ${ft:-?} | $result |")
+  echo "| $t | ${execs:-?} | ${cov:-?} | ${ft:-?} | $result |" >"$ROWS/$t"
+  [ "$result" = ok ]
+}
+
+# FUZZ_PARALLEL targets at a time (default: one per core), each single-threaded.
+PARALLEL="${FUZZ_PARALLEL:-$(nproc)}"
+failed=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$PARALLEL" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+rows=()
+for t in "${targets[@]}"; do rows+=("$(cat "$ROWS/$t")"); done
 
 echo
 echo "| target | executions | cov | ft | result |"
