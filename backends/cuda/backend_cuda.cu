@@ -346,7 +346,8 @@ class CudaDevice final : public Device {
         return weight_type_supported(t) && n.src[1]->type == DType::F32 && n.src[0]->ne[0] % dtype_info(t).block_size == 0 &&
                (dtype_info(t).block_size == 1 || n.src[0]->ne[0] % 32 == 0);
       }
-      case Op::KV_STORE: return is_cache_type(n.src[0]->type);
+      case Op::KV_STORE:
+        return is_cache_type(n.src[0]->type) && (!is_block_cache(n.src[0]->type) || n.src[1]->ne[0] % 32 == 0);
       case Op::ATTENTION:
         return is_cache_type(n.src[1]->type) && is_cache_type(n.src[2]->type) && n.src[0]->type == DType::F32;
       case Op::ROUTER: return n.src[0]->type == DType::F32 && (2 * n.src[0]->ne[0] + 64) * 4 <= (48 << 10);

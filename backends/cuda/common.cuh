@@ -149,22 +149,42 @@ struct TensorArg {
 };
 TensorArg arg(const Tensor* t);  // an absent (null) tensor gives data == nullptr
 
-// A KV cache's element type as the attention kernels read it: F32, F16, or FP8 E4M3 bytes (each
-// exactly an f16 value; queries and probabilities are rounded to f16 for both).
-enum CacheKind : int { kCacheF32 = 0, kCacheF16 = 1, kCacheF8 = 2 };
+// A KV cache's element type as the attention kernels read it: F32, F16, FP8 E4M3 bytes (each
+// exactly an f16 value), or a block type, Q8_0 or Q4_0 (a row's values in blocks of 32 with an
+// F16 scale, the blocks running across heads); queries and probabilities are rounded to f16 for
+// every type but F32.
+enum CacheKind : int { kCacheF32 = 0, kCacheF16 = 1, kCacheF8 = 2, kCacheQ8 = 3, kCacheQ4 = 4 };
 inline CacheKind cache_kind(DType t) {
-  return t == DType::F16 ? kCacheF16 : t == DType::F8_E4M3 ? kCacheF8 : kCacheF32;
+  switch (t) {
+    case DType::F16: return kCacheF16;
+    case DType::F8_E4M3: return kCacheF8;
+    case DType::Q8_0: return kCacheQ8;
+    case DType::Q4_0: return kCacheQ4;
+    default: return kCacheF32;
+  }
 }
-inline bool is_cache_type(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::F8_E4M3; }
+inline bool is_block_cache(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+inline bool is_cache_type(DType t) {
+  return t == DType::F16 || t == DType::F32 || t == DType::F8_E4M3 || is_block_cache(t);
+}
 // Value k of cell `cell` of a KV cache tensor of that kind (a view keeps its row stride).
 __device__ __forceinline__ float cache_at(const TensorArg& c, int64_t cell, int64_t k, int kind) {
   const uint8_t* row = c.data + cell * c.nb[1];
   if (kind == kCacheF16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[k]);
   if (kind == kCacheF8) return bits_to_float(e4m3_to_fp32_bits(row[k]));
+  if (kind == kCacheQ8) {  // 34-byte blocks: the F16 scale, 32 int8 values
+    const uint8_t* b = row + k / 32 * 34;
+    return half_to_float(*reinterpret_cast<const uint16_t*>(b)) * static_cast<float>(static_cast<int8_t>(b[2 + k % 32]));
+  }
+  if (kind == kCacheQ4) {  // 18-byte blocks: the F16 scale, byte j holding values j and j + 16
+    const uint8_t* b = row + k / 32 * 18;
+    const int j = static_cast<int>(k % 32), q = j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4;
+    return half_to_float(*reinterpret_cast<const uint16_t*>(b)) * static_cast<float>(q - 8);
+  }
   return reinterpret_cast<const float*>(row)[k];
 }
 // Value k of a cache row as KV_STORE writes it (F16, F32, or E4M3 rounded to nearest even and
-// saturating).
+// saturating; the block types are written a block at a time, by kv_store's own kernel).
 __device__ __forceinline__ void cache_store(uint8_t* row, int64_t k, float v, int kind) {
   if (kind == kCacheF16) reinterpret_cast<uint16_t*>(row)[k] = float_to_half(v);
   else if (kind == kCacheF8) row[k] = e4m3_from_fp32_bits(float_to_bits(v));

@@ -95,6 +95,44 @@ __global__ void kv_store_kernel(TensorArg cache, TensorArg x, const int32_t* slo
   }
 }
 
+// C's (int8_t) cast of the quantizers (tensor/quants): truncation, NaN 0, saturating.
+__device__ __forceinline__ int trunc_to_i8(float v) {
+  if (!(v == v)) return 0;
+  const float t = truncf(v);
+  return t < -128.0f ? -128 : (t > 127.0f ? 127 : static_cast<int>(t));
+}
+
+// Column t of x [R, T] into cache row slots[t] as Q8_0 or Q4_0 blocks (R a multiple of 32), one
+// thread a block, computed as the host's quantize_q8_0/q4_0 compute it: the same bytes.
+__global__ void kv_store_blocks_kernel(TensorArg cache, TensorArg x, const int32_t* slots, int kind) {
+  const int64_t nb = x.ne[0] / 32, n = nb * x.ne[1];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = i % nb, t = i / nb;
+    const float* v = x.f32(t) + 32 * b;
+    uint8_t* row = cache.data + slots[t] * cache.nb[1];
+    if (kind == kCacheQ8) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+      const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
+      uint8_t* out = row + b * 34;
+      *reinterpret_cast<uint16_t*>(out) = float_to_half(d);
+      for (int j = 0; j < 32; ++j) out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(trunc_to_i8(roundf(v[j] * id))));
+    } else {  // Q4_0: d from the signed value of largest magnitude (the first), q = v / d + 8
+      float amax = 0.0f, max = 0.0f;
+      for (int j = 0; j < 32; ++j)
+        if (amax < fabsf(v[j])) amax = fabsf(v[j]), max = v[j];
+      const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
+      uint8_t* out = row + b * 18;
+      *reinterpret_cast<uint16_t*>(out) = float_to_half(d);
+      for (int j = 0; j < 16; ++j) {
+        const int q0 = trunc_to_i8(v[j] * id + 8.5f), q1 = trunc_to_i8(v[j + 16] * id + 8.5f);
+        out[2 + j] = static_cast<uint8_t>(((q0 > 15 ? 15 : q0) & 0x0F) | ((q1 > 15 ? 15 : q1) << 4));
+      }
+    }
+  }
+}
+
 // dst[:, i] = table row ids[i], decoded: one thread per element (plain types) or 32-value chunk.
 // split_nb > 0: a table in the split-rows layout (kernels.h).
 template <DType T>
@@ -161,6 +199,10 @@ Status run_moe_sum(const Node& n, Stream& s) {
 }
 
 Status run_kv_store(const Node& n, Stream& s) {
+  if (is_block_cache(n.src[0]->type))
+    return KS_LAUNCH(kv_store_blocks_kernel, dim3(grid_for(n.src[1]->n_elements() / 32)), dim3(kThreads), 0, s.stream,
+                     arg(n.src[0]), arg(n.src[1]), static_cast<const int32_t*>(n.src[2]->data),
+                     static_cast<int>(cache_kind(n.src[0]->type)));
   return KS_LAUNCH(kv_store_kernel, dim3(grid_for(n.src[1]->n_elements())), dim3(kThreads), 0, s.stream,
                    arg(n.src[0]), arg(n.src[1]), static_cast<const int32_t*>(n.src[2]->data),
                    static_cast<int>(cache_kind(n.src[0]->type)));

@@ -52,6 +52,8 @@ RopeStoreFusion rope_store_fusion(const Graph& g, size_t i, size_t end) {
   if (reference_kernels_only() || i + 4 > end) return {};
   const Node &rq = nodes[i], &rk = nodes[i + 1], &sk = nodes[i + 2], &sv = nodes[i + 3];
   if (rq.op != Op::ROPE || rk.op != Op::ROPE || sk.op != Op::KV_STORE || sv.op != Op::KV_STORE) return {};
+  // Its stores convert value by value; a block type's cache is written a block at a time.
+  if (is_block_cache(sk.src[0]->type) || is_block_cache(sv.src[0]->type)) return {};
   // One rope (positions, frequency factors, parameters) over q and k, rows of one head size.
   if (rq.src[1] != rk.src[1] || rq.src[2] != rk.src[2] ||
       std::memcmp(&rq.param<RopeParams>(), &rk.param<RopeParams>(), sizeof(RopeParams)) != 0)

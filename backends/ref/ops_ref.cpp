@@ -9,6 +9,8 @@
 
 #include "core/fp16.h"
 #include "tensor/quants/fp8.h"
+#include "tensor/quants/quant_blocks.h"
+#include "tensor/quants/quants.h"
 
 namespace kestrel::ref {
 namespace {
@@ -106,6 +108,10 @@ void kv_store(const Node& n, int64_t i0, int64_t i1) {
       for (int64_t k = 0; k < R; ++k) d[k] = fp32_to_fp16(x[k]);
     } else if (cache->type == DType::F8_E4M3) {
       for (int64_t k = 0; k < R; ++k) dst[k] = e4m3_from_fp32_bits(fp32_to_bits(x[k]));
+    } else if (cache->type == DType::Q8_0) {  // the row in blocks of 32 across its heads
+      quants::quantize_q8_0(x, dst, R);
+    } else if (cache->type == DType::Q4_0) {
+      quants::quantize_q4_0(x, dst, R);
     } else {
       std::memcpy(dst, x, R * sizeof(float));
     }
@@ -116,6 +122,16 @@ float cache_value(const Tensor* c, int64_t cell, int64_t k) {
   const uint8_t* row = c->row(cell);
   if (c->type == DType::F16) return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[k]);
   if (c->type == DType::F8_E4M3) return fp32_from_bits(e4m3_to_fp32_bits(row[k]));
+  if (c->type == DType::Q8_0) {  // element k of the row: value k % 32 of block k / 32
+    const block_q8_0* b = reinterpret_cast<const block_q8_0*>(row) + k / QK8_0;
+    return fp16_to_fp32(b->d) * static_cast<float>(b->qs[k % QK8_0]);
+  }
+  if (c->type == DType::Q4_0) {  // byte j holds values j (low nibble) and j + 16 (high)
+    const block_q4_0* b = reinterpret_cast<const block_q4_0*>(row) + k / QK4_0;
+    const int j = static_cast<int>(k % QK4_0);
+    const int q = j < QK4_0 / 2 ? b->qs[j] & 0xF : b->qs[j - QK4_0 / 2] >> 4;
+    return fp16_to_fp32(b->d) * static_cast<float>(q - 8);
+  }
   return reinterpret_cast<const float*>(row)[k];
 }
 
@@ -130,7 +146,8 @@ void attention(const Node& n, int64_t i0, int64_t i1) {
   const float scale = ap.scale, softcap = ap.softcap;
   const int32_t window = ap.window;
   // An FP8 cache is read as the F16 values its bytes are (every E4M3 value is one): queries and
-  // probabilities are rounded to f16 for it too.
+  // probabilities are rounded to f16 for it too, and for the Q8_0/Q4_0 caches (as llama.cpp's
+  // flash attention, which multiplies F16 or quantized K with F16-or-coarser queries).
   const bool f16_kv = kc->type != DType::F32;
   std::vector<float> qr(hd_k), scores(static_cast<size_t>(b.max_cells));
   std::vector<double> acc(hd_v);

@@ -35,7 +35,8 @@ int main(void) {
   VALUE(KESTREL_LOG_DEBUG) VALUE(KESTREL_LOG_INFO) VALUE(KESTREL_LOG_WARN) VALUE(KESTREL_LOG_ERROR)
   VALUE(KESTREL_LOG_NONE) ENUM_END
   ENUM_BEGIN(kestrel_kv_type)
-  VALUE(KESTREL_KV_F16) VALUE(KESTREL_KV_F32) VALUE(KESTREL_KV_F8_E4M3) ENUM_END
+  VALUE(KESTREL_KV_F16) VALUE(KESTREL_KV_F32) VALUE(KESTREL_KV_F8_E4M3) VALUE(KESTREL_KV_Q8_0)
+  VALUE(KESTREL_KV_Q4_0) ENUM_END
   ENUM_BEGIN(kestrel_pooling)
   VALUE(KESTREL_POOLING_MODEL) VALUE(KESTREL_POOLING_MEAN) VALUE(KESTREL_POOLING_CLS) VALUE(KESTREL_POOLING_LAST) ENUM_END
   ENUM_BEGIN(kestrel_spec_mode)
@@ -54,10 +55,11 @@ int main(void) {
          FIELD(kestrel_chat_options, tools_json) FIELD(kestrel_chat_options, extra_context_json)
          FIELD(kestrel_chat_options, bos_token) FIELD(kestrel_chat_options, eos_token)
          FIELD(kestrel_chat_options, add_generation_prompt))
-  STRUCT(kestrel_context_options, kv_type,
+  STRUCT(kestrel_context_options, kv_type_v,
          FIELD(kestrel_context_options, struct_size) FIELD(kestrel_context_options, n_ctx)
          FIELD(kestrel_context_options, n_batch) FIELD(kestrel_context_options, n_seq_max)
-         FIELD(kestrel_context_options, n_threads) FIELD(kestrel_context_options, kv_type))
+         FIELD(kestrel_context_options, n_threads) FIELD(kestrel_context_options, kv_type)
+         FIELD(kestrel_context_options, kv_type_v))
   STRUCT(kestrel_batch, logits,
          FIELD(kestrel_batch, n_tokens) FIELD(kestrel_batch, tokens) FIELD(kestrel_batch, positions)
          FIELD(kestrel_batch, seq_ids) FIELD(kestrel_batch, logits))
@@ -86,11 +88,12 @@ int main(void) {
          FIELD(kestrel_generate_options, spec_stats) FIELD(kestrel_generate_options, stop_strings)
          FIELD(kestrel_generate_options, n_stop_strings) FIELD(kestrel_generate_options, grammar)
          FIELD(kestrel_generate_options, json_schema))
-  STRUCT(kestrel_engine_options, kv_type,
+  STRUCT(kestrel_engine_options, kv_type_v,
          FIELD(kestrel_engine_options, struct_size) FIELD(kestrel_engine_options, n_ctx)
          FIELD(kestrel_engine_options, n_parallel) FIELD(kestrel_engine_options, n_batch)
          FIELD(kestrel_engine_options, n_threads) FIELD(kestrel_engine_options, draft_model)
-         FIELD(kestrel_engine_options, speculative) FIELD(kestrel_engine_options, kv_type))
+         FIELD(kestrel_engine_options, speculative) FIELD(kestrel_engine_options, kv_type)
+         FIELD(kestrel_engine_options, kv_type_v))
   STRUCT(kestrel_request_result, queue_s,
          FIELD(kestrel_request_result, struct_size) FIELD(kestrel_request_result, finish)
          FIELD(kestrel_request_result, status) FIELD(kestrel_request_result, n_prompt)

@@ -9,14 +9,26 @@ using kestrel::api::guard;
 namespace kestrel::api {
 
 // The field is an int32_t, not the enum: a caller's out-of-range value must be readable.
-Status to_kv_type(int32_t in, const char* where, DType* out) {
+Status to_kv_type(int32_t in, const char* where, DType* out, const char* field) {
   switch (in) {
     case KESTREL_KV_F16: *out = DType::F16; return Status::Ok();
     case KESTREL_KV_F32: *out = DType::F32; return Status::Ok();
     case KESTREL_KV_F8_E4M3: *out = DType::F8_E4M3; return Status::Ok();
+    case KESTREL_KV_Q8_0: *out = DType::Q8_0; return Status::Ok();
+    case KESTREL_KV_Q4_0: *out = DType::Q4_0; return Status::Ok();
   }
-  return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(where) + ": kv_type " + std::to_string(in) +
-                                                 " is not a kestrel_kv_type (F16 0, F32 1, F8_E4M3 2)");
+  return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string(where) + ": " + field + " " + std::to_string(in) +
+                                                 " is not a kestrel_kv_type (F16 0, F32 1, F8_E4M3 2, Q8_0 3, Q4_0 4)");
+}
+
+Status to_kv_types(int32_t k, int32_t v, const char* where, DType* k_out, std::optional<DType>* v_out) {
+  KS_RETURN_IF_ERROR(to_kv_type(k, where, k_out, "kv_type"));
+  v_out->reset();
+  if (v == -1) return Status::Ok();  // V as K
+  DType t;
+  KS_RETURN_IF_ERROR(to_kv_type(v, where, &t, "kv_type_v"));
+  *v_out = t;
+  return Status::Ok();
 }
 
 }  // namespace kestrel::api
@@ -32,6 +44,7 @@ void kestrel_context_options_init(kestrel_context_options* o) {
   o->n_seq_max = 1;
   o->n_threads = 0;
   o->kv_type = KESTREL_KV_F16;
+  o->kv_type_v = -1;
 }
 
 kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_context_options* opts,
@@ -53,7 +66,8 @@ kestrel_status kestrel_context_new(const kestrel_model* model, const kestrel_con
     co.n_batch = static_cast<int32_t>(o.n_batch);
     co.n_seq_max = static_cast<int32_t>(o.n_seq_max);
     co.n_threads = o.n_threads;
-    const kestrel::Status kv = kestrel::api::to_kv_type(o.kv_type, "kestrel_context_new", &co.kv_type);
+    const kestrel::Status kv =
+        kestrel::api::to_kv_types(o.kv_type, o.kv_type_v, "kestrel_context_new", &co.kv_type, &co.kv_type_v);
     if (!kv.ok()) return fail(kv);
     auto c = kestrel::Context::create(*model->model, co);
     if (!c.ok()) return fail(c.status());

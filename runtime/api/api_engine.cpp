@@ -45,6 +45,7 @@ void kestrel_engine_options_init(kestrel_engine_options* o) {
   o->n_parallel = 4;
   o->n_batch = 256;
   o->kv_type = KESTREL_KV_F16;
+  o->kv_type_v = -1;
 }
 
 kestrel_status kestrel_engine_new(const kestrel_model* model, const kestrel_engine_options* opts, kestrel_engine** out) {
@@ -66,7 +67,8 @@ kestrel_status kestrel_engine_new(const kestrel_model* model, const kestrel_engi
     so.n_batch = static_cast<int32_t>(o.n_batch);
     so.n_threads = o.n_threads;
     so.draft_model = o.draft_model ? o.draft_model->model.get() : nullptr;
-    const kestrel::Status kv = kestrel::api::to_kv_type(o.kv_type, "kestrel_engine_new", &so.kv_type);
+    const kestrel::Status kv =
+        kestrel::api::to_kv_types(o.kv_type, o.kv_type_v, "kestrel_engine_new", &so.kv_type, &so.kv_type_v);
     if (!kv.ok()) return fail(kv);
     kestrel::SpecParams spec;
     const kestrel::Status st = kestrel::api::to_spec_params(o.speculative, &spec);

@@ -49,8 +49,11 @@ SamplerParams to_sampler_params(const kestrel_sampler_options& o);
 Status check_logit_bias(const char* fn, const kestrel_sampler_options& o);
 // NULL gives the defaults (no speculation); bad values a message naming them.
 Status to_spec_params(const kestrel_spec_options* in, SpecParams* out);
-// The DType of a kestrel_kv_type; INVALID_ARGUMENT naming `where` for a value outside the enum.
-Status to_kv_type(int32_t in, const char* where, DType* out);
+// The DType of a kestrel_kv_type; INVALID_ARGUMENT naming `where` and `field` for a value outside
+// the enum.
+Status to_kv_type(int32_t in, const char* where, DType* out, const char* field = "kv_type");
+// K's and V's (kv_type_v -1: unset, V as K).
+Status to_kv_types(int32_t k, int32_t v, const char* where, DType* k_out, std::optional<DType>* v_out);
 void write_spec_stats(const SpecStats& s, kestrel_spec_stats* out);
 // A caller's (strings, n) stop-string array, copied; a NULL array or entry is an error naming fn.
 Status to_stop_strings(const char* fn, const char* const* in, int32_t n, std::vector<std::string>* out);

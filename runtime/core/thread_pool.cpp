@@ -8,6 +8,25 @@
 
 namespace kestrel {
 
+namespace {
+
+// One turn of a wait loop: a pause for the first kSpinPauses turns, then sched_yield. A thread
+// waiting on another that the OS has descheduled (more runnable threads than cores: two
+// processes, or a test next to a server) would otherwise burn its whole time slice, pausing,
+// while the thread it waits for needs exactly that core; a decode step waits once per op.
+constexpr int kSpinPauses = 2048;
+inline void wait_turn(int turn) {
+  if (turn < kSpinPauses) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    sched_yield();
+  }
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   threads_.reserve(static_cast<size_t>(n_threads_ - 1));  // no reallocation (and no throw) below but the start
   for (int i = 1; i < n_threads_; ++i) {
@@ -53,22 +72,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
+  for (int turn = 0; pending_.load(std::memory_order_acquire) != 0; ++turn) wait_turn(turn);
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin a while for the next job, then sleep.
+    // Spin (then yield) a while for the next job, then sleep.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    for (int turn = 0; gen == seen && turn < 2 * kSpinPauses; ++turn) {
+      wait_turn(turn);
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {

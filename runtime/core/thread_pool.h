@@ -1,6 +1,8 @@
 // A fixed pool of worker threads that run one function on every thread at once (fork-join).
 // Workers spin briefly on an atomic generation counter before sleeping, because decode runs
-// hundreds of small ops per token and a sleep/wake per op would dominate.
+// hundreds of small ops per token and a sleep/wake per op would dominate. Every wait pauses for a
+// while and then yields the core (thread_pool.cpp, wait_turn), so that more threads than cores
+// (two processes on one machine) do not spin away the time slice of the thread they wait for.
 #pragma once
 #include <atomic>
 #include <condition_variable>

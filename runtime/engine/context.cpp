@@ -14,9 +14,9 @@ namespace {
 // The KV cache's bytes (64-bit, saturating) against the memory of a host backend: a context that
 // cannot fit is refused before anything is allocated, naming where n_ctx came from.
 Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_ctx, const std::string& n_ctx_name,
-                       DType kv_type, int32_t n_seq) {
+                       DType k_type, DType v_type, int32_t n_seq) {
   if (!device.info().host_memory) return Status::Ok();  // device memory: its allocator says
-  const uint64_t per_token = layout.bytes_per_token(dtype_info(kv_type).type_size);
+  const uint64_t per_token = layout.bytes_per_token(k_type, v_type);
   const uint64_t need = limits::add_sat(limits::add_sat(limits::mul_sat(per_token, static_cast<uint64_t>(n_ctx)),
                                                         limits::mul_sat(8, static_cast<uint64_t>(n_ctx))),  // positions, tokens
                                         limits::mul_sat(layout.state_bytes_per_seq(), static_cast<uint64_t>(n_seq)));
@@ -26,6 +26,27 @@ Status check_kv_memory(const Device& device, const KvLayout& layout, int64_t n_c
                                               std::to_string(need) + " bytes (" + std::to_string(per_token) +
                                               " per token), more than the " + std::to_string(have) +
                                               " bytes of memory of this machine; lower n_ctx");
+}
+
+// K's and V's cache types: each one of the five, block types only where the layout's rows are
+// whole blocks, and one type for both when V is a view of K (MLA's latent).
+Status check_kv_types(const KvLayout& layout, DType k, DType v) {
+  for (int i = 0; i < 2; ++i) {
+    const DType t = i == 0 ? k : v;
+    const char* which = i == 0 ? "K" : "V";
+    if (t != DType::F16 && t != DType::F32 && t != DType::F8_E4M3 && t != DType::Q8_0 && t != DType::Q4_0)
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: ") + which + " cache type " + dtype_name(t) +
+                                                     " is not a KV cache type (f16, f32, f8_e4m3, q8_0 or q4_0)");
+    const std::string why = layout.cache_type_error(t, i == 1);
+    if (!why.empty())
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: ") + which + " cache type " + dtype_name(t) +
+                                                     " does not fit this model: " + why);
+  }
+  if (layout.v_in_k && k != v)
+    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: this model's V is a view of its K cache (MLA), so "
+                                                           "both take one type; got K ") +
+                                                   dtype_name(k) + ", V " + dtype_name(v));
+  return Status::Ok();
 }
 
 // The TOP_K node that keeps each logits row's k best: {values [k, rows], ids [k, rows]}.
@@ -55,10 +76,9 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   const int threads = opts.n_threads > 0 ? opts.n_threads : model.options().n_threads;
   KS_RETURN_IF_ERROR(limits::check_threads("context: n_threads", threads));
   const KvLayout layout = model.kv_layout();
-  if (opts.kv_type != DType::F16 && opts.kv_type != DType::F32 && opts.kv_type != DType::F8_E4M3)
-    return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("context: kv_type ") + dtype_name(opts.kv_type) +
-                                                   " is not a KV cache type (f16, f32 or f8_e4m3)");
-  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name, opts.kv_type, c->opts_.n_seq_max));
+  KS_RETURN_IF_ERROR(check_kv_types(layout, opts.kv_type, opts.v_type()));
+  KS_RETURN_IF_ERROR(check_kv_memory(model.device(), layout, c->opts_.n_ctx, n_ctx_name, opts.kv_type, opts.v_type(),
+                                     c->opts_.n_seq_max));
   auto executor = model.device().create_executor(threads);
   if (!executor.ok()) return Error(executor.status().code(), "context: " + executor.status().message());
   c->executor_ = std::move(executor.value());
@@ -70,7 +90,8 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model, const Con
   ko.v_in_k = layout.v_in_k;
   ko.conv_rows = layout.conv_rows;
   ko.ssm_rows = layout.ssm_rows;
-  ko.type = opts.kv_type;
+  ko.type_k = opts.kv_type;
+  ko.type_v = opts.v_type();
   auto kv = KvCache::create(ko, model.device());
   if (!kv.ok()) return kv.status();
   c->kv_ = std::move(kv.value());

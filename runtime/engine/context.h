@@ -2,6 +2,7 @@
 // shared immutable Model. One thread at a time.
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,9 +22,13 @@ struct ContextOptions {
   // Keep the final hidden state (the output norm's input) of every row that gets logits: the
   // hook for drafters that read the target's features (EAGLE, MTP heads).
   bool capture_hidden = false;
-  // The KV cache's element type: F16 (default), F32, or F8_E4M3 (plain E4M3 bytes, half of F16's
-  // memory; values beyond ±448 saturate; docs/LOW_PRECISION.md).
+  // The KV cache's element type: F16 (default), F32, F8_E4M3 (plain E4M3 bytes, half of F16's
+  // memory; values beyond ±448 saturate; docs/LOW_PRECISION.md), or a block type, Q8_0 or Q4_0
+  // (each token's row quantized in blocks of 32 values with an F16 scale, across its heads).
+  // kv_type is K's; V takes kv_type_v, or kv_type when that is unset.
   DType kv_type = DType::F16;
+  std::optional<DType> kv_type_v;
+  DType v_type() const { return kv_type_v.value_or(kv_type); }
 };
 
 // One decode request. Empty positions / seq_ids / want_logits take the C API's defaults.

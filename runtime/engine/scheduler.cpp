@@ -67,6 +67,7 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, const
   co.n_batch = o.n_batch;
   co.n_threads = o.n_threads;
   co.kv_type = o.kv_type;
+  co.kv_type_v = o.kv_type_v;
   auto ctx = Context::create(model, co);
   if (!ctx.ok()) return ctx.status();
   s->ctx_ = std::move(ctx.value());

@@ -66,7 +66,8 @@ struct SchedulerOptions {
   // Drafts for kDraft requests: a smaller model with the same vocabulary, decoded in its own
   // context (same n_ctx and slots), all drafting requests batched. Must outlive the scheduler.
   const Model* draft_model = nullptr;
-  DType kv_type = DType::F16;  // ContextOptions::kv_type, for the target and the draft
+  DType kv_type = DType::F16;  // ContextOptions::kv_type(_v), for the target and the draft
+  std::optional<DType> kv_type_v;
 };
 
 class Scheduler {

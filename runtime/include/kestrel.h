@@ -37,8 +37,8 @@ extern "C" {
 #endif
 
 /* 2: speculative decoding; 3: stop strings; 4: chat_tokenize; 5: kv_type; 6: grammar, json_schema;
- * 7: reply parser (tool calls, reasoning) */
-#define KESTREL_API_VERSION 8
+ * 7: reply parser (tool calls, reasoning); 8: queue_s; 9: Q8_0/Q4_0 KV caches, kv_type_v */
+#define KESTREL_API_VERSION 9
 
 /* ---- status codes ------------------------------------------------------------------------ */
 typedef enum kestrel_status {
@@ -89,7 +89,6 @@ typedef struct kestrel_model_options {
   kestrel_progress_fn progress; /* optional */
   void *progress_user;
 } kestrel_model_options;
-
 KESTREL_API void kestrel_model_options_init(kestrel_model_options *opts);
 KESTREL_API kestrel_status kestrel_model_load(const char *path, const kestrel_model_options *opts,
                                               kestrel_model **out_model);
@@ -135,7 +134,6 @@ typedef struct kestrel_chat_options {
   const char *bos_token, *eos_token; /* NULL: the model's BOS/EOS text (undefined without a model) */
   bool add_generation_prompt;
 } kestrel_chat_options;
-
 KESTREL_API void kestrel_chat_options_init(kestrel_chat_options *opts);
 /* model may be NULL when template_source is set. Bad JSON: KESTREL_ERR_INVALID_ARGUMENT naming it; a template syntax
  * error: KESTREL_ERR_FORMAT; a render error: KESTREL_ERR_INVALID_ARGUMENT ("chat template: line L, column C: ..."). */
@@ -169,17 +167,20 @@ KESTREL_API void kestrel_reply_parser_free(kestrel_reply_parser *p);
 KESTREL_API kestrel_status kestrel_reply_parser_show_markers(const kestrel_reply_parser *p, kestrel_detokenizer *d);
 
 /* ---- context ----------------------------------------------------------------------------- */
-/* The KV cache's element type (API 5). F8_E4M3: one E4M3 byte, no scale, saturating at +-448. */
-typedef enum kestrel_kv_type { KESTREL_KV_F16 = 0, KESTREL_KV_F32 = 1, KESTREL_KV_F8_E4M3 = 2 } kestrel_kv_type;
+/* The KV cache's element type (API 5). F8_E4M3: one E4M3 byte, no scale, saturating at +-448. Q8_0, Q4_0 (API 9):
+ * each token's row in blocks of 32 values and an F16 scale (34 and 18 bytes); the row must be whole blocks. */
+typedef enum kestrel_kv_type {
+  KESTREL_KV_F16 = 0, KESTREL_KV_F32 = 1, KESTREL_KV_F8_E4M3 = 2, KESTREL_KV_Q8_0 = 3, KESTREL_KV_Q4_0 = 4
+} kestrel_kv_type;
 typedef struct kestrel_context_options {
   uint32_t struct_size;
   uint32_t n_ctx;     /* KV cache size in tokens; 0 = the model's training context */
   uint32_t n_batch;   /* most tokens per decode call (default 512) */
   uint32_t n_seq_max; /* most distinct sequence ids (default 1) */
   int32_t n_threads;  /* 0 = the model's setting */
-  int32_t kv_type;    /* a kestrel_kv_type (API 5); default KESTREL_KV_F16 */
+  int32_t kv_type;    /* K's kestrel_kv_type (API 5), V's too unless kv_type_v says; default KESTREL_KV_F16 */
+  int32_t kv_type_v;  /* V's kestrel_kv_type (API 9); -1 (default): kv_type */
 } kestrel_context_options;
-
 KESTREL_API void kestrel_context_options_init(kestrel_context_options *opts);
 KESTREL_API kestrel_status kestrel_context_new(const kestrel_model *model, const kestrel_context_options *opts,
                                                kestrel_context **out_ctx);
@@ -231,7 +232,6 @@ typedef struct kestrel_sampler_options {
   const float *logit_bias_values;
   int32_t n_logit_bias;
 } kestrel_sampler_options;
-
 KESTREL_API void kestrel_sampler_options_init(kestrel_sampler_options *opts);
 KESTREL_API kestrel_status kestrel_sampler_new(const kestrel_sampler_options *opts, kestrel_sampler **out);
 KESTREL_API void kestrel_sampler_free(kestrel_sampler *sampler);
@@ -275,7 +275,6 @@ typedef struct kestrel_spec_stats {
   int32_t n_drafted;  /* tokens proposed */
   int32_t n_accepted; /* of those, kept */
 } kestrel_spec_stats;
-
 KESTREL_API void kestrel_spec_options_init(kestrel_spec_options *opts);
 
 /* ---- generate: tokenize, decode, sample, stream ------------------------------------------ */
@@ -332,7 +331,8 @@ typedef struct kestrel_engine_options {
   int32_t n_threads;   /* 0: the model's setting */
   const kestrel_model *draft_model;        /* drafts for SPEC_DRAFT requests; outlives the engine */
   const kestrel_spec_options *speculative; /* the requests' default (NULL: none); copied */
-  int32_t kv_type;                         /* a kestrel_kv_type (API 5); default F16, the draft's too */
+  int32_t kv_type;                         /* K's kestrel_kv_type (API 5); default F16, the draft's too */
+  int32_t kv_type_v;                       /* V's (API 9); -1 (default): kv_type */
 } kestrel_engine_options;
 
 typedef enum kestrel_finish_reason {

@@ -32,12 +32,15 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Device& dev
   c->cell_tok_.assign(static_cast<size_t>(n_cells), -1);
   c->tables_.resize(static_cast<size_t>(o.n_seq_max));
   c->fill_.assign(static_cast<size_t>(o.n_seq_max), 0);
-  auto make = [&](int64_t rows, std::vector<Tensor>& out) -> Status {
-    const uint64_t bytes = limits::mul_sat(dtype_row_size(o.type, rows), static_cast<uint64_t>(n_cells));
+  auto make = [&](int64_t rows, DType type, std::vector<Tensor>& out) -> Status {
+    if (rows % dtype_info(type).block_size != 0)
+      return Error(KESTREL_ERR_INVALID_ARGUMENT, std::string("KV cache: rows of ") + std::to_string(rows) + " values are not whole " +
+                                                     dtype_name(type) + " blocks");
+    const uint64_t bytes = limits::mul_sat(dtype_row_size(type, rows), static_cast<uint64_t>(n_cells));
     if (bytes > (uint64_t{1} << 62))  // far beyond any machine; also keeps size arithmetic from wrapping
       return Error(KESTREL_ERR_OUT_OF_MEMORY, "KV cache: a layer of " + std::to_string(rows) + " values per cell x " +
                                                   std::to_string(n_cells) + " cells is too large");
-    Tensor t = make_tensor(o.type, rows, n_cells);
+    Tensor t = make_tensor(type, rows, n_cells);
     auto mem = device.alloc(t.n_bytes());
     if (!mem.ok())
       return Error(mem.status().code(), "KV cache: cannot allocate " + std::to_string(t.n_bytes()) + " bytes (" +
@@ -68,14 +71,16 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const Options& o, Device& dev
     if (o.k_rows[l] <= 0 || o.v_rows[l] <= 0 || (o.v_in_k && o.v_rows[l] > o.k_rows[l]))
       return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: layer " + std::to_string(l) + " has K rows " +
                                                      std::to_string(o.k_rows[l]) + ", V rows " + std::to_string(o.v_rows[l]));
-    KS_RETURN_IF_ERROR(make(o.k_rows[l], c->k_));
+    KS_RETURN_IF_ERROR(make(o.k_rows[l], o.type_k, c->k_));
     if (o.v_in_k) {
-      Tensor v = make_tensor(o.type, o.v_rows[l], n_cells, 1, 1, c->k_.back().data);
+      if (o.v_rows[l] % dtype_info(o.type_k).block_size != 0)
+        return Error(KESTREL_ERR_INVALID_ARGUMENT, "KV cache: V's view of K is not whole blocks");
+      Tensor v = make_tensor(o.type_k, o.v_rows[l], n_cells, 1, 1, c->k_.back().data);
       v.nb[1] = c->k_.back().nb[1];
       v.nb[2] = v.nb[3] = v.nb[1] * static_cast<size_t>(n_cells);
       c->v_.push_back(v);
     } else {
-      KS_RETURN_IF_ERROR(make(o.v_rows[l], c->v_));
+      KS_RETURN_IF_ERROR(make(o.v_rows[l], o.type_v, c->v_));
     }
   }
   return c;

@@ -30,7 +30,7 @@ class KvCache {
     int32_t n_seq_max = 1;
     // Cells per block; 0 picks 16, or less when n_cells is small for n_seq_max sequences.
     int32_t block_size = 0;
-    DType type = DType::F16;
+    DType type_k = DType::F16, type_v = DType::F16;  // with v_in_k, V's view takes K's
     std::vector<int64_t> k_rows;  // per layer: values per cell in K (head_dim_k * n_kv_head)
     std::vector<int64_t> v_rows;  // per layer, for V
     // V is not stored: it is a view of the first v_rows values of each K row (MLA's latent).

@@ -18,10 +18,22 @@ std::vector<const ArchDef*> all_archs() {
   };
 }
 
-uint64_t KvLayout::bytes_per_token(uint64_t elem_bytes) const {
+uint64_t KvLayout::bytes_per_token(DType k, DType v) const {
   uint64_t n = 0;
-  for (size_t l = 0; l < k_rows.size(); ++l) n += static_cast<uint64_t>(k_rows[l]) + (v_in_k ? 0 : v_rows[l]);
-  return n * elem_bytes;
+  for (size_t l = 0; l < k_rows.size(); ++l)
+    n += dtype_row_size(k, k_rows[l]) + (v_in_k ? 0 : dtype_row_size(v, v_rows[l]));
+  return n;
+}
+
+std::string KvLayout::cache_type_error(DType t, bool v) const {
+  const int64_t block = dtype_info(t).block_size;
+  const std::vector<int64_t>& rows = v ? v_rows : k_rows;
+  for (size_t l = 0; l < rows.size(); ++l)
+    if (rows[l] % block != 0)
+      return std::string("a ") + dtype_name(t) + " cache stores each token's " + (v ? "V" : "K") + " row in blocks of " +
+             std::to_string(block) + " values, and layer " + std::to_string(l) + "'s row has " +
+             std::to_string(rows[l]);
+  return "";
 }
 
 uint64_t KvLayout::state_bytes_per_seq() const {

@@ -26,8 +26,13 @@ struct KvLayout {
   std::vector<int64_t> v_rows;
   bool v_in_k = false;
   std::vector<int64_t> conv_rows, ssm_rows;
-  // Bytes per token with `elem_bytes`-byte elements.
-  uint64_t bytes_per_token(uint64_t elem_bytes) const;
+  // Bytes per token with K cells of type k and V cells of type v (block types such as Q8_0 hold
+  // each layer's row as whole blocks: see cache_type_error).
+  uint64_t bytes_per_token(DType k, DType v) const;
+  uint64_t bytes_per_token(DType t) const { return bytes_per_token(t, t); }
+  // "" when t can hold this layout's K (v: V) rows: a block type needs every layer's row to be a
+  // whole number of blocks (its blocks run across the heads of a row); otherwise why not.
+  std::string cache_type_error(DType t, bool v) const;
   // Bytes of one sequence's recurrent states (F32).
   uint64_t state_bytes_per_seq() const;
 };

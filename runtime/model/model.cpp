@@ -186,7 +186,7 @@ std::string Model::describe_json() const {
     bytes_by_type[dtype_name(ti.type)] += ti.nbytes;
   }
   const KvLayout layout = kv_layout();
-  const uint64_t kv_per_token = layout.bytes_per_token(2);  // F16 cache
+  const uint64_t kv_per_token = layout.bytes_per_token(DType::F16);
   // What one token would cost with every head's K and V stored in full (MLA decompressed).
   const uint64_t kv_full_per_token =
       h.kv_lora_rank > 0 ? 2ull * h.n_layer * h.n_head * static_cast<uint64_t>(h.head_dim_k_mla + h.head_dim_v_mla)
@@ -233,7 +233,7 @@ std::string Model::describe_json() const {
         {"weights_bytes_active", weight_bytes_ - unused_expert_share(*file_, h).second},  // read per token
         {"kv_bytes_per_token", kv_per_token},
         {"kv_bytes_per_token_full_kv", kv_full_per_token},
-        {"kv_bytes_per_token_f8_e4m3", layout.bytes_per_token(1)},  // --kv-type f8_e4m3
+        {"kv_bytes_per_token_f8_e4m3", layout.bytes_per_token(DType::F8_E4M3)},  // --kv-type f8_e4m3
         {"kv_bytes_n_ctx_train", kv_per_token * static_cast<uint64_t>(h.n_ctx_train)},
         // Recurrent (SSM) layers: a constant per sequence instead of bytes per token.
         {"recurrent_state_bytes_per_seq", layout.state_bytes_per_seq()},
@@ -245,6 +245,16 @@ std::string Model::describe_json() const {
         {"weights_bytes_regrouped", device_ ? device_->placed().regrouped_bytes : 0}}},
       {"tensors", tensors},
   };
+  // Values per token in K and in V (0: V is a view of K), for any mix of cache types, and the
+  // block-quantized caches (--cache-type-k/-v q8_0, q4_0) where every layer's rows are whole blocks.
+  uint64_t k_values = 0, v_values = 0;
+  for (size_t l = 0; l < layout.k_rows.size(); ++l)
+    k_values += static_cast<uint64_t>(layout.k_rows[l]), v_values += layout.v_in_k ? 0 : static_cast<uint64_t>(layout.v_rows[l]);
+  j["memory"]["kv_values_per_token_k"] = k_values;
+  j["memory"]["kv_values_per_token_v"] = v_values;
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    if (layout.cache_type_error(t, false).empty() && layout.cache_type_error(t, true).empty())
+      j["memory"][std::string("kv_bytes_per_token_") + dtype_name(t)] = layout.bytes_per_token(t);
   // Strings from the file (general.name, paths) may hold invalid UTF-8: replaced, never thrown.
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

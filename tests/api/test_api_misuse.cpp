@@ -594,10 +594,22 @@ void context_cases(std::vector<Case>& cs) {
                   kestrel_context* c = nullptr;
                   return kestrel_context_new(m, nullptr, &c);
                 }});
-  for (int v : {3, -1, 1000})
+  for (int v : {5, -1, 1000})
     cs.push_back({N, "kv_type " + std::to_string(v), INVALID,
                   make([v](kestrel_context_options& o) { o.kv_type = v; })});
+  for (int v : {5, -2, 1000})
+    cs.push_back({N, "kv_type_v " + std::to_string(v), INVALID,
+                  make([v](kestrel_context_options& o) { o.kv_type_v = v; })});
   cs.push_back({N, "kv_type F8_E4M3 (fine)", OK, make([](kestrel_context_options& o) { o.kv_type = KESTREL_KV_F8_E4M3; })});
+  cs.push_back({N, "kv_type Q8_0, kv_type_v Q4_0 (fine)", OK, make([](kestrel_context_options& o) {
+                  o.kv_type = KESTREL_KV_Q8_0;
+                  o.kv_type_v = KESTREL_KV_Q4_0;
+                })});
+  // A caller built against API version 8 (no kv_type_v): the bytes past its struct_size are not read.
+  cs.push_back({N, "API 8 struct_size, garbage after it (fine)", OK, make([](kestrel_context_options& o) {
+                  o.struct_size = offsetof(kestrel_context_options, kv_type_v);
+                  o.kv_type_v = 77;
+                })});
   cs.push_back({N, "kv_type F32 (fine)", OK, make([](kestrel_context_options& o) { o.kv_type = KESTREL_KV_F32; })});
   // A caller built against API version 4 (no kv_type): the bytes past its struct_size are not read.
   cs.push_back({N, "API 4 struct_size, garbage after it (fine)", OK, make([](kestrel_context_options& o) {
@@ -976,6 +988,8 @@ void engine_cases(std::vector<Case>& cs) {
   cs.push_back({N, "NULL out", INVALID, [](Env& e) { return kestrel_engine_new(e.model, nullptr, nullptr); }});
   cs.push_back({N, "struct_size 0", INVALID, make([](kestrel_engine_options& o) { o.struct_size = 0; })});
   cs.push_back({N, "kv_type 7", INVALID, make([](kestrel_engine_options& o) { o.kv_type = 7; })});
+  cs.push_back({N, "kv_type_v 7", INVALID, make([](kestrel_engine_options& o) { o.kv_type_v = 7; })});
+  cs.push_back({N, "kv_type_v Q8_0 (fine)", OK, make([](kestrel_engine_options& o) { o.kv_type_v = KESTREL_KV_Q8_0; })});
   cs.push_back({N, "kv_type F8_E4M3 (fine)", OK, make([](kestrel_engine_options& o) { o.kv_type = KESTREL_KV_F8_E4M3; })});
   for (uint32_t n : {0xFFFFFFFFu, 0x80000000u, (1u << 24) + 1})
     cs.push_back({N, "n_ctx " + std::to_string(n), INVALID, make([n](kestrel_engine_options& o) { o.n_ctx = n; })});

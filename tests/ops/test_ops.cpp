@@ -514,12 +514,16 @@ TEST_CASE("ROPE, ROPE, KV_STORE, KV_STORE fused on CUDA: the separate kernels' b
 // saturating; attention reading them as the f16 values they are).
 TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-cap") {
   std::mt19937 rng(5);
-  for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3}) {
-    // variants 4-7: one token (decode splits heads, not tokens) and a head size with a scalar tail.
+  for (DType cache_type : {DType::F16, DType::F32, DType::F8_E4M3, DType::Q8_0, DType::Q4_0}) {
+    // variants 4-7: one token (decode splits heads, not tokens) and a head size with a scalar tail;
+    // for the block types (a row's blocks of 32 run across its heads), heads of 48 values (a head
+    // starts mid-block) and of 8 (four heads share a block).
+    const bool blocks = dtype_info(cache_type).block_size > 1;
     for (int variant = 0; variant < 8; ++variant) {
       Case c;
       c.name = std::string("attention ") + dtype_name(cache_type) + " variant " + std::to_string(variant);
-      const int64_t hd = variant < 4 ? 32 : 36, nh = 8, nkv = 2, T = variant < 4 ? 6 : 1, cells = 23;
+      const int64_t hd = variant < 4 ? 32 : !blocks ? 36 : variant % 2 ? 8 : 48;
+      const int64_t nh = 8, nkv = hd == 8 ? 4 : 2, T = variant < 4 ? 6 : 1, cells = 23;
       Tensor kc = c.buf.tensor(cache_type, hd * nkv, cells), vc = c.buf.tensor(cache_type, hd * nkv, cells);
       fill_random(kc, rng);
       fill_random(vc, rng);
@@ -560,7 +564,11 @@ TEST_CASE("KV_STORE and ATTENTION: GQA, several sequences, windows, sinks, soft-
           AttentionParams{.scale = 0.3f, .softcap = variant % 4 == 3 ? 5.0f : 0.0f, .window = variant % 4 == 1 ? 3 : 0};
       c.outputs.push_back(kct);
       c.outputs.push_back(vct);
-      check_case(c, 1e-5, 1e-4);
+      // Probabilities are rounded to f16; a backend's float sums can put one on the other side of
+      // a rounding boundary than the reference's doubles, which moves an output by one f16 ulp of
+      // that probability times V (up to ~1.2e-4 here). The quantized caches' random data met such
+      // a case (q8_0 variant 3); the cache bytes themselves must match exactly either way.
+      check_case(c, blocks ? 2e-4 : 1e-5, 1e-4);
     }
   }
 }

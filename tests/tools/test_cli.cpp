@@ -11,6 +11,8 @@
 #include "kestrel.h"
 
 using kestrel::test::cli_path;
+using kestrel::test::CliResult;
+using kestrel::test::run_cli;
 using kestrel::test::testdata_file;
 using nlohmann::json;
 
@@ -130,6 +132,17 @@ TEST_CASE("kestrel info and tokenize") {
   const json fp8 = json::parse(run("info --json -m " + model + " -c 100 --kv-type f8_e4m3").out);
   CHECK(fp8["memory"]["kv_type"] == "f8_e4m3");
   CHECK(fp8["memory"]["kv_bytes_n_ctx"] == 100 * 5 * 2 * 32);
+  // The block types: 34 (q8_0) and 18 (q4_0) bytes per 32 values, K and V apart (-ctk/-ctv).
+  CHECK(info["memory"]["kv_bytes_per_token_q8_0"] == 5 * 2 * 34);
+  CHECK(info["memory"]["kv_bytes_per_token_q4_0"] == 5 * 2 * 18);
+  const json mixed = json::parse(run("info --json -m " + model + " -c 100 -ctk q8_0 --cache-type-v=q4_0").out);
+  CHECK(mixed["memory"]["kv_type"] == "K q8_0, V q4_0");
+  CHECK(mixed["memory"]["kv_bytes_n_ctx"] == 100 * 5 * (34 + 18));
+  const json q8 = json::parse(run("info --json -m " + model + " -c 100 -ctk q8_0").out);  // V as K
+  CHECK(q8["memory"]["kv_bytes_n_ctx"] == 100 * 5 * 2 * 34);
+  const CliResult bad = run_cli("info -m " + model + " -ctk q5_0");
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--cache-type-k: expected f16, q8_0, q4_0, f8_e4m3 or f32, got 'q5_0'") != std::string::npos);
   r = run("tokenize -m " + model + " -p 'Once upon a time'");
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out).get<std::vector<int>>() == std::vector<int>{1, 403, 407, 261, 378});
@@ -227,7 +240,7 @@ TEST_CASE("kestrel run, serve and bench: speculative decoding options") {
   r = run("run -m " + model + " -p 'Once upon a time' -n 16 --temp 0 --kv-type f8_e4m3", err);
   CHECK(r.code == 0);
   CHECK_FALSE(r.out.empty());
-  CHECK(run(base + " --kv-type q8_0", err).code == 2);
+  CHECK(run(base + " --kv-type q5_0", err).code == 2);
   CHECK(kestrel::test::read_text_file(err).find("f8_e4m3") != std::string::npos);
   CHECK(run("serve -m " + model + " --kv-type bf16", err).code == 2);
   // bench: speculative generation against plain, and the verification cost, in the JSON.

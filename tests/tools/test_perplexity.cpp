@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -258,6 +259,38 @@ TEST_CASE("kestrel perplexity --kl-divergence: a model against itself, Q4_0 agai
           " 0.1%   KLD:", "Minimum KLD:", "RMS Δp    :", "Same top p:"})
       CHECK(t.out.find(line) != std::string::npos);
   }
+  std::remove(base.c_str());
+}
+
+// The quantized KV caches on the real trained model (-ctk/-ctv): q8_0 within 0.5% of the F16
+// cache's perplexity (the issue's bar; measured +0.42% on this text), q4_0 worse than q8_0 (its
+// blocks of 32 span stories260K's four 8-value heads, so one head's scale serves all four:
+// docs/LOW_PRECISION.md), the KL divergence against the F16 cache ordered the same way, and K and V
+// apart reach the cache (q8_0 K with q4_0 V lies between the two).
+TEST_CASE("kestrel perplexity with q8_0 and q4_0 KV caches") {
+  const std::string f32 = testdata_file("models/stories260K-f32.gguf");
+  if (f32.empty()) return;
+  const std::string base = temp_path("kvbase");
+  const Result f16 = run("-m " + f32 + " -f " + text_path() + " -c 128 -b 128 --json --kl-divergence-base " + base);
+  REQUIRE(f16.code == 0);
+  const double ppl16 = json::parse(f16.out)["ppl"].get<double>();
+  std::map<std::string, json> got;
+  for (const char* types : {"-ctk q8_0 -ctv q8_0", "-ctk q4_0 -ctv q4_0", "-ctk q8_0 -ctv q4_0"}) {
+    const Result r = run("-m " + f32 + " --kl-divergence " + base + " -c 128 -b 128 --json " + types);
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    got[types] = json::parse(r.out);
+    MESSAGE(std::string(types) << ": PPL " << got[types]["ppl"].get<double>() << " (F16 cache " << ppl16 << "), mean KLD "
+                  << got[types]["mean_kld"].get<double>());
+  }
+  const json &q8 = got["-ctk q8_0 -ctv q8_0"], &q4 = got["-ctk q4_0 -ctv q4_0"], &mix = got["-ctk q8_0 -ctv q4_0"];
+  CHECK(std::fabs(q8["ppl"].get<double>() / ppl16 - 1) < 0.005);
+  CHECK(q8["ppl"].get<double>() != ppl16);
+  CHECK(q8["mean_kld"].get<double>() > 0);
+  CHECK(q8["mean_kld"].get<double>() < 0.01);
+  CHECK(q4["ppl"].get<double>() > q8["ppl"].get<double>());
+  CHECK(q4["mean_kld"].get<double>() > q8["mean_kld"].get<double>());
+  CHECK(mix["mean_kld"].get<double>() > q8["mean_kld"].get<double>());
+  CHECK(mix["mean_kld"].get<double>() < q4["mean_kld"].get<double>());
   std::remove(base.c_str());
 }
 

@@ -59,7 +59,7 @@ struct Paged {
     o.block_size = block;
     o.k_rows = {4};
     o.v_rows = {4};
-    o.type = DType::F32;
+    o.type_k = o.type_v = DType::F32;
     auto r = KvCache::create(o, *cpu);
     REQUIRE(r.ok());
     kv = std::move(r.value());

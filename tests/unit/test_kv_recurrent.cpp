@@ -26,7 +26,7 @@ struct Hybrid {
     o.v_rows = {4, 0, 0};
     o.conv_rows = {0, 6, 0};
     o.ssm_rows = {0, 10, 0};
-    o.type = DType::F32;
+    o.type_k = o.type_v = DType::F32;
     auto r = KvCache::create(o, *cpu);
     REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     kv = std::move(r.value());

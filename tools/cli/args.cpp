@@ -42,6 +42,10 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 bool is_positional(const Opt& o) { return !o.names.empty() && o.names[0] != '-'; }
 
+// llama.cpp's multi-letter single-dash names ("-ctk"), which CLI11 does not take: such a word is
+// rewritten to the option's long name before parsing, and --help lists it in the option's text.
+bool is_dash_alias(const std::string& n) { return n.size() > 2 && n[0] == '-' && n[1] != '-'; }
+
 }  // namespace
 
 std::vector<std::string> option_names(const Opt& o) { return split_names(o.names); }
@@ -66,13 +70,21 @@ Args::Args(const std::string& command, const std::string& summary, const Opts& o
   app.get_formatter()->column_width(34);
   app.footer("Output goes to stdout, logs to stderr. Exit status: 0 ok, 1 error, 2 usage error.");
   std::vector<std::pair<CLI::Option*, std::string>> made;  // option, canonical name
+  std::vector<std::pair<std::string, std::string>> aliases;  // "-ctk", "--cache-type-k"
   for (const Opt& o : opts) {
-    const std::vector<std::string> names = option_names(o);
+    const std::vector<std::string> all_names = option_names(o);
+    std::vector<std::string> names;
+    std::string cli11_names, also;
+    for (const std::string& n : all_names)
+      if (!is_dash_alias(n)) names.push_back(n), cli11_names += (cli11_names.empty() ? "" : ",") + n;
+    for (const std::string& n : all_names)
+      if (is_dash_alias(n)) aliases.emplace_back(n, names.back()), also += (also.empty() ? " (also " : ", ") + n;
+    const std::string help = o.help + (also.empty() ? "" : also + ")");
     CLI::Option* opt = nullptr;
     if (o.value.empty() && !is_positional(o)) {
-      opt = app.add_flag(o.names, o.help);
+      opt = app.add_flag(cli11_names, help);
     } else {
-      opt = app.add_option(o.names, o.help);
+      opt = app.add_option(cli11_names, help);
       opt->type_name(o.value.empty() ? names.back() : o.value);
       opt->multi_option_policy(o.repeat ? CLI::MultiOptionPolicy::TakeAll : CLI::MultiOptionPolicy::TakeLast);
       if (!o.env.empty()) opt->envname(o.env);
@@ -81,6 +93,9 @@ Args::Args(const std::string& command, const std::string& summary, const Opts& o
   }
   // CLI11 wants argv[0] first; the words given are argv[0..argc).
   std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words)
+    for (const auto& [alias, name] : aliases)
+      if (w == alias || w.rfind(alias + "=", 0) == 0) w = name + w.substr(alias.size());
   std::reverse(words.begin(), words.end());
   try {
     app.parse(words);

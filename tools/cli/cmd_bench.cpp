@@ -53,9 +53,12 @@ struct Sample {
   }
 };
 
-// Seconds to decode `tokens` into an empty cache: in one batch (pp) or one at a time (tg).
-double run_once(kestrel_context* ctx, const std::vector<kestrel_token>& tokens, bool one_at_a_time) {
-  kestrel_kv_clear(ctx);
+// Seconds to decode `tokens` in one batch (pp) or one at a time (tg), into an empty cache or,
+// with depth > 0, after the first `depth` positions of sequence 0 (filled by fill_depth; what a
+// previous run added is removed first).
+double run_once(kestrel_context* ctx, const std::vector<kestrel_token>& tokens, bool one_at_a_time, int depth = 0) {
+  if (depth == 0) kestrel_kv_clear(ctx);
+  else check(kestrel_kv_seq_remove(ctx, 0, depth, -1));
   const auto t0 = std::chrono::steady_clock::now();
   kestrel_batch b{};
   if (one_at_a_time) {
@@ -70,6 +73,17 @@ double run_once(kestrel_context* ctx, const std::vector<kestrel_token>& tokens, 
     check(kestrel_decode(ctx, &b));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Puts `tokens` into an empty cache, n_batch at a time (untimed): llama-bench's depth (-d).
+void fill_depth(kestrel_context* ctx, const std::vector<kestrel_token>& tokens, int n_batch) {
+  kestrel_kv_clear(ctx);
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch)) {
+    kestrel_batch b{};
+    b.n_tokens = static_cast<int32_t>(std::min(tokens.size() - i, static_cast<size_t>(n_batch)));
+    b.tokens = tokens.data() + i;
+    check(kestrel_decode(ctx, &b));
+  }
 }
 
 std::string profile_json(kestrel_context* ctx) {
@@ -102,6 +116,8 @@ Opts bench_options() {
          Opts{{"-p,--n-prompt", "N[,N..]", "prompt lengths to time, as llama-bench (default 512; 0: none)"},
               {"-n,--n-gen", "N[,N..]", "generation lengths to time (default 128; 0: none)"},
               {"-r,--repetitions", "N", "runs of each test; the table shows mean and spread (default 5)"},
+              {"--n-depth", "N[,N..]", "tokens already in the KV cache when each test starts, as llama-bench's -d "
+                                       "(default 0): decode speed at long context"},
               {"--spec-prompt", "TEXT", "the prompt the speculative generation test continues"},
               {"--grammar", "NAME|FILE", "also time generation under a grammar: json, or a GBNF file"},
               {"--json", "", "print the results as JSON"},
@@ -130,11 +146,27 @@ int cmd_bench(const Args& a) {
       pos = comma + 1;
     }
   }
+  std::vector<int> depths;
+  {
+    const std::string list = a.str("--n-depth", "0");
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      const std::string item = list.substr(pos, comma - pos);
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
+        throw UsageError("--n-depth: expected a list of token counts, got '" + list + "'");
+      depths.push_back(static_cast<int>(v));
+      pos = comma + 1;
+    }
+  }
+  const int max_depth = *std::max_element(depths.begin(), depths.end());
   const int reps = static_cast<int>(a.integer("--repetitions", 5));
   if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
   const bool as_json = a.has("--json");
   const SpecArgs spec = spec_from_args(a);
-  const kestrel_kv_type kv_type = kv_type_from_args(a);
+  const KvTypes kv_types = kv_types_from_args(a);
 
   ModelPtr model = load_model_from_args(a);
   ModelPtr draft = load_draft_model(a, spec);
@@ -142,12 +174,21 @@ int cmd_bench(const Args& a) {
   ModelCost cost = model_cost(desc);
   kestrel_context_options co;
   kestrel_context_options_init(&co);
-  co.kv_type = kv_type;
-  // The roofline's KV bytes per cached position for the cache type measured (info gives F16's).
-  if (co.kv_type == KESTREL_KV_F8_E4M3) cost.kv_bytes_per_token /= 2;
-  if (co.kv_type == KESTREL_KV_F32) cost.kv_bytes_per_token *= 2;
-  co.n_ctx = static_cast<uint32_t>(n_max + 16);
-  co.n_batch = static_cast<uint32_t>(n_prompt_max);
+  kv_types.apply(co);
+  // The roofline's KV bytes per cached position for the cache types measured (info gives F16's):
+  // K and V each half of it, scaled by their bytes per value against F16's two.
+  auto per_f16 = [](kestrel_kv_type t) {
+    switch (t) {
+      case KESTREL_KV_F32: return 2.0;
+      case KESTREL_KV_F8_E4M3: return 0.5;
+      case KESTREL_KV_Q8_0: return 34.0 / 64;
+      case KESTREL_KV_Q4_0: return 18.0 / 64;
+      default: return 1.0;
+    }
+  };
+  cost.kv_bytes_per_token *= (per_f16(kv_types.k) + per_f16(kv_types.v)) / 2;
+  co.n_ctx = static_cast<uint32_t>(max_depth + n_max + 16);
+  co.n_batch = static_cast<uint32_t>(std::max(n_prompt_max, max_depth > 0 ? 512 : 1));
   co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));
   ContextPtr ctx = new_context(model.get(), &co);
   const int n_threads = co.n_threads > 0 ? co.n_threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -174,51 +215,55 @@ int cmd_bench(const Args& a) {
   const std::string model_type = desc["architecture"].get<std::string>() + " " + cost.type_label;
   json results = json::array();
   std::vector<std::pair<std::string, std::string>> rows;  // test, cells
-  for (const auto& [tg, n] : tests) {
-    const auto tokens = random_tokens(n);
-    run_once(ctx.get(), tg ? std::vector<kestrel_token>(tokens.begin(), tokens.begin() + std::min(n, 8)) : tokens, tg);
-    Sample smp, near;  // tokens/s; for tg, the DRAM probe taken right before each repetition
-    for (int r = 0; r < reps; ++r) {
-      if (tg && probe) near.ts.push_back(probe->measure(2));
-      smp.ts.push_back(n / run_once(ctx.get(), tokens, tg));
+  for (const int depth : depths) {
+    if (depth > 0) fill_depth(ctx.get(), random_tokens(depth), static_cast<int>(co.n_batch));
+    for (const auto& [tg, n] : tests) {
+      const auto tokens = random_tokens(n);
+      run_once(ctx.get(), tg ? std::vector<kestrel_token>(tokens.begin(), tokens.begin() + std::min(n, 8)) : tokens, tg,
+               depth);
+      Sample smp, near;  // tokens/s; for tg, the DRAM probe taken right before each repetition
+      for (int r = 0; r < reps; ++r) {
+        if (tg && probe) near.ts.push_back(probe->measure(2));
+        smp.ts.push_back(n / run_once(ctx.get(), tokens, tg, depth));
+      }
+      const double ts = smp.mean();
+      // Roofline: tg reads every weight per token (plus the KV cache so far); pp reads the weights once
+      // per batch and is FLOP-bound. Both tests start after `depth` cells: on average depth + n/2.
+      const double avg_ctx = depth + n / 2.0;
+      const double bytes_tok = cost.bytes_per_token / (tg ? 1 : n) + avg_ctx * cost.kv_bytes_per_token;
+      const double flops_tok = cost.flops_per_token + avg_ctx * cost.attn_flops_per_ctx;
+      const double eff_gbs = bytes_tok * ts / 1e9, gflops = flops_tok * ts / 1e9;
+      // Share of the bandwidth: on the host each tg repetition against the probe taken just before
+      // it (median); on a device against its copy bandwidth.
+      const bool near_probe = tg && probe;
+      const double dram_t = near_probe ? near.median() : dram;
+      Sample share;
+      for (size_t r = 0; near_probe && r < smp.ts.size(); ++r) share.ts.push_back(bytes_tok * smp.ts[r] / 1e9 / near.ts[r]);
+      const double dram_share = near_probe ? share.median() : (dram > 0 ? eff_gbs / dram : 0);
+      json j = {{"model_type", model_type}, {"model_size", static_cast<uint64_t>(cost.weight_bytes)},
+                {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
+                {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"n_depth", depth}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
+                {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", backend},
+                {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram_t},
+                {"dram_share", dram_share}, {"bandwidth_source", bw_source}, {"bandwidth_gbs", dram_t},
+                {"flops_per_token", flops_tok}, {"gflops", gflops}};
+      if (devbw.ok) {  // dram_read_gbs and dram_share then hold the device's copy bandwidth and share
+        j["device"] = devbw.device;
+        j["bandwidth_probe_bytes"] = static_cast<uint64_t>(devbw.bytes);
+      } else {
+        j["pool_sync_us"] = sync_us;
+      }
+      results.push_back(j);
+      char cells[512];
+      if (tg)
+        std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of %s %.1f GB/s",
+                      ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, 100 * dram_share, bw_label, dram_t);
+      else
+        std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.3g %s/token · %.1f GFLOP/s", ts, smp.stddev(),
+                      smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
+                      flops_tok >= 1e8 ? "GFLOP" : "MFLOP", gflops);
+      rows.emplace_back((tg ? "tg" : "pp") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), cells);
     }
-    const double ts = smp.mean();
-    // Roofline: tg reads every weight per token (plus the KV cache so far); pp reads the weights once
-    // per batch and is FLOP-bound. Both tests start from an empty cache: on average n/2 cells.
-    const double avg_ctx = n / 2.0;
-    const double bytes_tok = cost.bytes_per_token / (tg ? 1 : n) + avg_ctx * cost.kv_bytes_per_token;
-    const double flops_tok = cost.flops_per_token + avg_ctx * cost.attn_flops_per_ctx;
-    const double eff_gbs = bytes_tok * ts / 1e9, gflops = flops_tok * ts / 1e9;
-    // Share of the bandwidth: on the host each tg repetition against the probe taken just before
-    // it (median); on a device against its copy bandwidth.
-    const bool near_probe = tg && probe;
-    const double dram_t = near_probe ? near.median() : dram;
-    Sample share;
-    for (size_t r = 0; near_probe && r < smp.ts.size(); ++r) share.ts.push_back(bytes_tok * smp.ts[r] / 1e9 / near.ts[r]);
-    const double dram_share = near_probe ? share.median() : (dram > 0 ? eff_gbs / dram : 0);
-    json j = {{"model_type", model_type}, {"model_size", static_cast<uint64_t>(cost.weight_bytes)},
-              {"model_n_params", static_cast<uint64_t>(cost.n_params)}, {"n_threads", n_threads},
-              {"n_prompt", tg ? 0 : n}, {"n_gen", tg ? n : 0}, {"avg_ts", ts}, {"stddev_ts", smp.stddev()},
-              {"median_ts", smp.median()}, {"samples_ts", smp.ts}, {"backend", backend},
-              {"bytes_per_token", bytes_tok}, {"effective_gbs", eff_gbs}, {"dram_read_gbs", dram_t},
-              {"dram_share", dram_share}, {"bandwidth_source", bw_source}, {"bandwidth_gbs", dram_t},
-              {"flops_per_token", flops_tok}, {"gflops", gflops}};
-    if (devbw.ok) {  // dram_read_gbs and dram_share then hold the device's copy bandwidth and share
-      j["device"] = devbw.device;
-      j["bandwidth_probe_bytes"] = static_cast<uint64_t>(devbw.bytes);
-    } else {
-      j["pool_sync_us"] = sync_us;
-    }
-    results.push_back(j);
-    char cells[512];
-    if (tg)
-      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.1f MB/token · %.1f GB/s = %.0f%% of %s %.1f GB/s",
-                    ts, smp.stddev(), smp.median(), bytes_tok / 1e6, eff_gbs, 100 * dram_share, bw_label, dram_t);
-    else
-      std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.3g %s/token · %.1f GFLOP/s", ts, smp.stddev(),
-                    smp.median(), flops_tok >= 1e8 ? flops_tok / 1e9 : flops_tok / 1e6,
-                    flops_tok >= 1e8 ? "GFLOP" : "MFLOP", gflops);
-    rows.emplace_back((tg ? "tg" : "pp") + std::to_string(n), cells);
   }
   if (spec.opts.mode != KESTREL_SPEC_NONE) {
     SpecBench sb;
@@ -243,6 +288,7 @@ int cmd_bench(const Args& a) {
   // Where the time goes: one more run of each test, op by op.
   std::vector<std::pair<std::string, json>> per_op;
   if (a.has("--per-op")) {
+    if (depths != std::vector<int>{0}) throw UsageError("--per-op times the tests from an empty cache: drop --n-depth");
     check(kestrel_context_set_profiling(ctx.get(), true));
     size_t i = 0;
     for (const auto& [tg, n] : tests) {

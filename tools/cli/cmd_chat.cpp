@@ -187,12 +187,12 @@ int cmd_chat(const Args& a) {
   }
   const bool stats = a.has("--stats");
   const bool tty = isatty(STDIN_FILENO);
-  const kestrel_kv_type kv_type = kv_type_from_args(a);
+  const KvTypes kv_types = kv_types_from_args(a);
 
   ModelPtr model = load_model_from_args(a, false, /*allow_demo=*/true);
   kestrel_context_options co;
   kestrel_context_options_init(&co);
-  co.kv_type = kv_type;
+  kv_types.apply(co);
   // Default context: the training context, at most 4096 tokens (a 128K KV cache is gigabytes).
   const long long n_train = nlohmann::json::parse(describe(model.get()))["hparams"]["n_ctx_train"].get<long long>();
   co.n_ctx = static_cast<uint32_t>(n_ctx_arg > 0 ? n_ctx_arg : std::min<long long>(n_train, 4096));

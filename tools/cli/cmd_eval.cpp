@@ -63,12 +63,12 @@ int cmd_eval(const Args& a) {
   const int n_predict = static_cast<int>(a.integer("--n-predict", 32));
   const int k = static_cast<int>(a.integer("--top", 10));
   if (n_predict < 0 || k <= 0) throw UsageError("--n-predict must be >= 0 and --top > 0");
-  const kestrel_kv_type kv_type = kv_type_from_args(a);
+  const KvTypes kv_types = kv_types_from_args(a);
   ModelPtr model = load_model_from_args(a);
 
   kestrel_context_options co;
   kestrel_context_options_init(&co);
-  co.kv_type = kv_type;
+  kv_types.apply(co);
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
   ContextPtr ctx = new_context(model.get(), &co);
 

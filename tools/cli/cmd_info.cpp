@@ -90,8 +90,9 @@ Opts info_options() {
 }
 
 int cmd_info(const Args& a) {
-  const kestrel_kv_type kv_type = kv_type_from_args(a);
-  const char* kv_name = kv_type == KESTREL_KV_F8_E4M3 ? "f8_e4m3" : kv_type == KESTREL_KV_F32 ? "f32" : "f16";
+  const KvTypes kv = kv_types_from_args(a);
+  const std::string kv_name =
+      kv.k == kv.v ? kv_type_name(kv.k) : std::string("K ") + kv_type_name(kv.k) + ", V " + kv_type_name(kv.v);
   const std::string backend = a.str("--device", "auto");
   const long long n_ctx_arg = a.integer("--ctx-size", 0);
   if (a.has("--ctx-size") && (n_ctx_arg < 1 || n_ctx_arg > (1ll << 24)))
@@ -118,13 +119,21 @@ int cmd_info(const Args& a) {
   json d = json::parse(desc, nullptr, false);
   const bool has_memory = !d.is_discarded() && d.contains("memory");
   const int64_t n_ctx = n_ctx_arg > 0 ? n_ctx_arg : (has_memory ? d["hparams"].value("n_ctx_train", int64_t{0}) : 0);
-  // KV bytes per token of the cache type asked for (the description gives F16's and FP8's).
+  // KV bytes per token of the cache types asked for: K's and V's values per token (from the
+  // description) at each type's bytes per value (a block type's 32 values and F16 scale).
   uint64_t kv_per_token = 0;
   if (has_memory) {
-    const uint64_t f16 = d["memory"].value("kv_bytes_per_token", uint64_t{0});
-    kv_per_token = kv_type == KESTREL_KV_F8_E4M3 ? d["memory"].value("kv_bytes_per_token_f8_e4m3", f16 / 2)
-                   : kv_type == KESTREL_KV_F32   ? 2 * f16
-                                                 : f16;
+    auto bytes = [](uint64_t values, kestrel_kv_type t) -> uint64_t {
+      switch (t) {
+        case KESTREL_KV_F32: return 4 * values;
+        case KESTREL_KV_F8_E4M3: return values;
+        case KESTREL_KV_Q8_0: return values / 32 * 34;
+        case KESTREL_KV_Q4_0: return values / 32 * 18;
+        default: return 2 * values;
+      }
+    };
+    kv_per_token = bytes(d["memory"].value("kv_values_per_token_k", uint64_t{0}), kv.k) +
+                   bytes(d["memory"].value("kv_values_per_token_v", uint64_t{0}), kv.v);
   }
   if (!a.has("--json") && has_memory) {
     InfoInputs in;

@@ -59,7 +59,7 @@ class ChunkRunner {
     co.n_ctx = static_cast<uint32_t>(n_seq_ * n_ctx);
     co.n_batch = static_cast<uint32_t>(n_batch_);
     co.n_seq_max = static_cast<uint32_t>(n_seq_);
-    co.kv_type = kv_type_from_args(a);
+    kv_types_from_args(a).apply(co);
     ctx_ = new_context(model, &co);
     rows_.resize(static_cast<size_t>(n_seq_) * n_score_);
     // A chunk decoded in pieces (-b < -c): its rows are copied out before the next piece's decode;

@@ -48,7 +48,7 @@ int cmd_run(const Args& a) {
   // Every option is parsed before the (slow) load, so a typo fails at once.
   kestrel_context_options co;
   kestrel_context_options_init(&co);
-  co.kv_type = kv_type_from_args(a);
+  kv_types_from_args(a).apply(co);
   co.n_ctx = static_cast<uint32_t>(a.integer("--ctx-size", 0));
   const kestrel_sampler_options so = sampler_options_from_args(a);
   const SpecArgs spec = spec_from_args(a);

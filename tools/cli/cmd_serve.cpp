@@ -79,7 +79,7 @@ Opts serve_options() {
 
 int cmd_serve(const Args& a) {
   const SpecArgs spec = spec_from_args(a);
-  const kestrel_kv_type kv_type = kv_type_from_args(a);
+  const KvTypes kv_types = kv_types_from_args(a);
   server::ServerOptions so;
   so.host = a.str("--host", "127.0.0.1");
   so.port = static_cast<int>(in_range(a, "--port", 8080, 0, 65535));
@@ -109,7 +109,7 @@ int cmd_serve(const Args& a) {
   so.model_id = a.str("--alias", slash == std::string::npos ? path : path.substr(slash + 1));
   kestrel_engine_options eo;
   kestrel_engine_options_init(&eo);
-  eo.kv_type = kv_type;
+  kv_types.apply(eo);
   eo.n_parallel = static_cast<uint32_t>(parallel);
   eo.n_ctx = static_cast<uint32_t>(ctx);
   eo.n_batch = static_cast<uint32_t>(batch);

@@ -25,9 +25,20 @@ ModelPtr load_model_from_args(const Args& a, bool vocab_only = false, bool allow
 // The model path -m (or $KESTREL_MODEL) gives; "" when none (then the demo model is used).
 std::string model_path_from_args(const Args& a);
 
-// --kv-type f16|f32|f8_e4m3: the KV cache's element type (f8_e4m3: half of f16's memory).
+// --cache-type-k/-ctk and --cache-type-v/-ctv f16|q8_0|q4_0|f8_e4m3|f32 (llama.cpp's names), and
+// --kv-type for both: the KV cache's element types. V defaults to K's.
 Opts cache_options();
-kestrel_kv_type kv_type_from_args(const Args& a);
+struct KvTypes {
+  kestrel_kv_type k, v;
+  // Into a context's or an engine's options (kv_type, kv_type_v).
+  template <class Options>
+  void apply(Options& o) const {
+    o.kv_type = k;
+    o.kv_type_v = v;
+  }
+};
+KvTypes kv_types_from_args(const Args& a);
+const char* kv_type_name(kestrel_kv_type t);
 
 // Speculative decoding: --draft MODEL (a draft model; implies --spec draft), --spec none|draft|ngram,
 // --spec-k N (most tokens drafted per step). The draft model is loaded with -t/-d like -m.

@@ -91,6 +91,14 @@ std::string info_summary(const InfoInputs& in) {
   std::snprintf(ctx, sizeof ctx, "%lld tokens trained; KV cache %llu bytes/token (%s)", static_cast<long long>(n_train),
                 static_cast<unsigned long long>(in.kv_bytes_per_token), in.kv_type.c_str());
   out += line("context", ctx);
+  // Every cache type this model's rows take (--cache-type-k/-v), bytes per token.
+  std::string choices;
+  for (const char* t : {"f16", "q8_0", "q4_0", "f8_e4m3"}) {
+    const std::string key = std::string("kv_bytes_per_token") + (std::string(t) == "f16" ? "" : std::string("_") + t);
+    if (mem.contains(key))
+      choices += (choices.empty() ? "" : ", ") + std::string(t) + " " + std::to_string(mem[key].get<uint64_t>());
+  }
+  if (!choices.empty()) out += line("KV types", choices + " bytes/token");
 
   std::string chat;
   if (in.chat_template.empty()) {

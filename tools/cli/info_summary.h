@@ -9,8 +9,8 @@ struct InfoInputs {
   nlohmann::json desc;         // kestrel_model_describe
   std::string chat_template;   // tokenizer.chat_template ("" when absent)
   int64_t n_ctx = 0;           // the context to size the KV cache for
-  std::string kv_type;         // "f16", "f32", "f8_e4m3"
-  uint64_t kv_bytes_per_token = 0;  // of kv_type
+  std::string kv_type;         // "f16", "q8_0", ... or "K q8_0, V f16"
+  uint64_t kv_bytes_per_token = 0;  // of those types
   nlohmann::json cuda;         // device_needs() for the CUDA backend (null: not compiled)
 };
 

@@ -155,9 +155,12 @@ class Engine:
         n_batch: int = 0,
         n_threads: int = 0,
         kv_type: str = "f16",
+        kv_type_v: Optional[str] = None,
     ) -> None:
         opts = new_options(S.EngineOptions)
         opts.kv_type = S.kv_type_value(kv_type)
+        if kv_type_v is not None:
+            opts.kv_type_v = S.kv_type_value(kv_type_v, "kv_type_v")
         if n_ctx:
             opts.n_ctx = n_ctx
         if n_parallel:

@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 #: The API version these mirrors were written for (``KESTREL_API_VERSION``).
-API_VERSION = 8
+API_VERSION = 9
 
 c_token = c_int32
 c_enum = c_int  # C enums with values in int range are int-sized on every ABI we target
@@ -68,19 +68,22 @@ class SpecMode(enum.IntEnum):
 
 
 class KvType(enum.IntEnum):
-    """``kestrel_kv_type``: the KV cache's element type (F8_E4M3: one E4M3 byte, no scale)."""
+    """``kestrel_kv_type``: the KV cache's element type (F8_E4M3: one E4M3 byte, no scale; Q8_0,
+    Q4_0: each token's row in blocks of 32 values with an F16 scale)."""
 
     F16 = 0
     F32 = 1
     F8_E4M3 = 2
+    Q8_0 = 3
+    Q4_0 = 4
 
 
-def kv_type_value(name: str) -> int:
-    """``kestrel_kv_type`` of "f16", "f32" or "f8_e4m3" (ValueError otherwise)."""
+def kv_type_value(name: str, field: str = "kv_type") -> int:
+    """``kestrel_kv_type`` of "f16", "q8_0", "q4_0", "f8_e4m3" or "f32" (ValueError otherwise)."""
     try:
         return int(KvType[name.upper()])
     except KeyError:
-        raise ValueError(f"kv_type: expected 'f16', 'f32' or 'f8_e4m3', got {name!r}") from None
+        raise ValueError(f"{field}: expected 'f16', 'q8_0', 'q4_0', 'f8_e4m3' or 'f32', got {name!r}") from None
 
 
 class Pooling(enum.IntEnum):
@@ -156,7 +159,8 @@ class ContextOptions(Structure):
         ("n_batch", c_uint32),
         ("n_seq_max", c_uint32),
         ("n_threads", c_int32),
-        ("kv_type", c_int32),  # a kestrel_kv_type
+        ("kv_type", c_int32),  # a kestrel_kv_type: K's, and V's unless kv_type_v
+        ("kv_type_v", c_int32),  # API 9; -1: kv_type
     ]
 
 
@@ -254,7 +258,8 @@ class EngineOptions(Structure):
         ("n_threads", c_int32),
         ("draft_model", c_void_p),
         ("speculative", POINTER(SpecOptions)),
-        ("kv_type", c_int32),  # a kestrel_kv_type
+        ("kv_type", c_int32),  # a kestrel_kv_type: K's, and V's unless kv_type_v
+        ("kv_type_v", c_int32),  # API 9; -1: kv_type
     ]
 
 

@@ -65,14 +65,25 @@ class Context:
         n_batch: most tokens per ``decode`` call (0: the library default, 512).
         n_seq_max: most distinct sequence ids (0: the default, 1).
         n_threads: CPU threads (0: the model's setting).
-        kv_type: the KV cache's type: "f16" (default), "f32" or "f8_e4m3" (half of f16's memory).
+        kv_type: the KV cache's K type, and V's unless kv_type_v says: "f16" (default), "q8_0"
+            (53% of f16's memory), "q4_0" (28%), "f8_e4m3" (50%) or "f32".
+        kv_type_v: V's type (None: kv_type's).
     """
 
     def __init__(
-        self, model: "Model", n_ctx: int = 0, n_batch: int = 0, n_seq_max: int = 0, n_threads: int = 0, kv_type: str = "f16"
+        self,
+        model: "Model",
+        n_ctx: int = 0,
+        n_batch: int = 0,
+        n_seq_max: int = 0,
+        n_threads: int = 0,
+        kv_type: str = "f16",
+        kv_type_v: Optional[str] = None,
     ) -> None:
         opts = new_options(S.ContextOptions)
         opts.kv_type = S.kv_type_value(kv_type)
+        if kv_type_v is not None:
+            opts.kv_type_v = S.kv_type_value(kv_type_v, "kv_type_v")
         for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_seq_max", n_seq_max), ("n_threads", n_threads)):
             if value:
                 setattr(opts, name, value)

@@ -33,10 +33,11 @@ class Model:
         use_mmap: map the file (default True) instead of reading it.
         vocab_only: load only the vocabulary (tokenize/detokenize, no generation).
         progress: optional ``callable(fraction) -> bool`` called during the load; False cancels.
-        n_ctx, n_parallel, n_batch, kv_type: options of the engine that ``generate``/``stream``/
-            ``chat`` run on (created on first use): KV cells shared by all requests (0: min(training
-            context, 4096)), requests decoded at once (default 4), tokens per step (default 256),
-            the KV cache's type ("f16" default, "f32", "f8_e4m3").
+        n_ctx, n_parallel, n_batch, kv_type, kv_type_v: options of the engine that ``generate``/
+            ``stream``/``chat`` run on (created on first use): KV cells shared by all requests (0:
+            min(training context, 4096)), requests decoded at once (default 4), tokens per step
+            (default 256), the KV cache's K type ("f16" default, "q8_0", "q4_0", "f8_e4m3",
+            "f32") and V's (None: K's).
 
     Raises:
         KestrelError: the file is missing (ERR_IO), malformed (ERR_FORMAT), unsupported, ...
@@ -58,8 +59,11 @@ class Model:
         n_parallel: int = 0,
         n_batch: int = 0,
         kv_type: str = "f16",
+        kv_type_v: Optional[str] = None,
     ) -> None:
         S.kv_type_value(kv_type)  # a bad name fails here, not at the first generate
+        if kv_type_v is not None:
+            S.kv_type_value(kv_type_v, "kv_type_v")
         mo = new_options(S.ModelOptions)
         if backend:
             mo.backend = backend.encode()
@@ -84,7 +88,8 @@ class Model:
         del progress_cb
         self.path = os.fspath(path)
         self._engine_opts = {
-            "n_ctx": n_ctx, "n_parallel": n_parallel, "n_batch": n_batch, "n_threads": n_threads, "kv_type": kv_type
+            "n_ctx": n_ctx, "n_parallel": n_parallel, "n_batch": n_batch, "n_threads": n_threads, "kv_type": kv_type,
+            "kv_type_v": kv_type_v,
         }
         self._handles = ModelHandles(out.value or 0)
         # Runs on close(), on collection, or at interpreter exit before module teardown.
@@ -240,10 +245,19 @@ class Model:
 
     # ---- low level ------------------------------------------------------------------------
     def context(
-        self, n_ctx: int = 0, n_batch: int = 0, n_seq_max: int = 0, n_threads: int = 0, kv_type: str = "f16"
+        self,
+        n_ctx: int = 0,
+        n_batch: int = 0,
+        n_seq_max: int = 0,
+        n_threads: int = 0,
+        kv_type: str = "f16",
+        kv_type_v: Optional[str] = None,
     ) -> Context:
         """A new ``Context`` (KV cache) on this model; see ``kestrel.Context``."""
-        return Context(self, n_ctx=n_ctx, n_batch=n_batch, n_seq_max=n_seq_max, n_threads=n_threads, kv_type=kv_type)
+        return Context(
+            self, n_ctx=n_ctx, n_batch=n_batch, n_seq_max=n_seq_max, n_threads=n_threads, kv_type=kv_type,
+            kv_type_v=kv_type_v,
+        )
 
     def engine(self) -> Engine:
         """The engine behind ``generate``/``stream``/``chat``, created on first use."""

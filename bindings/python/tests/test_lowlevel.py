@@ -150,7 +150,21 @@ class ContextTest(unittest.TestCase):
             toks = greedy_loop(ctx, m, PROMPT, 8)
             self.assertEqual(len(toks), 8)
         with self.assertRaises(ValueError):
-            m.context(n_ctx=64, kv_type="q8_0")
+            m.context(n_ctx=64, kv_type="q5_0")
+        with self.assertRaises(ValueError):
+            m.context(n_ctx=64, kv_type="q8_0", kv_type_v="iq4_nl")
+
+    def test_quantized_kv_cache(self) -> None:
+        # Q8_0 K and Q4_0 V reach the library: a greedy loop runs, and the logits move from F16's.
+        m = shared_stories()
+        ids = m.tokenize(PROMPT)
+        last = {}
+        for k, v in (("f16", None), ("q8_0", "q4_0")):
+            with m.context(n_ctx=64, n_threads=1, kv_type=k, kv_type_v=v) as ctx:
+                ctx.decode(ids)
+                last[k] = list(ctx.logits(-1))
+                self.assertEqual(len(greedy_loop(ctx, m, PROMPT, 4)), 4)
+        self.assertNotEqual(last["f16"], last["q8_0"])
 
     def test_profiling(self) -> None:
         m = shared_stories()

@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_void};
 
 /// `KESTREL_API_VERSION` of the header these declarations mirror.
-pub const KESTREL_API_VERSION: u32 = 8;
+pub const KESTREL_API_VERSION: u32 = 9;
 
 /// A token id.
 pub type kestrel_token = i32;
@@ -37,11 +37,13 @@ pub const KESTREL_LOG_NONE: kestrel_log_level = 4;
 pub const KESTREL_REPLY_PARALLEL_TOOLS: u32 = 1;
 pub const KESTREL_REPLY_REASONING_INLINE: u32 = 2;
 
-/// `enum kestrel_kv_type`: the KV cache's element type (API version 5).
+/// `enum kestrel_kv_type`: the KV cache's element type (API version 5; Q8_0, Q4_0: 9).
 pub type kestrel_kv_type = i32;
 pub const KESTREL_KV_F16: kestrel_kv_type = 0;
 pub const KESTREL_KV_F32: kestrel_kv_type = 1;
 pub const KESTREL_KV_F8_E4M3: kestrel_kv_type = 2;
+pub const KESTREL_KV_Q8_0: kestrel_kv_type = 3;
+pub const KESTREL_KV_Q4_0: kestrel_kv_type = 4;
 
 /// `enum kestrel_pooling` (API version 7).
 pub type kestrel_pooling = i32;
@@ -141,7 +143,8 @@ pub struct kestrel_context_options {
     pub n_batch: u32,
     pub n_seq_max: u32,
     pub n_threads: i32,
-    pub kv_type: i32, // a kestrel_kv_type
+    pub kv_type: i32,   // a kestrel_kv_type: K's, and V's unless kv_type_v
+    pub kv_type_v: i32, // API 9; -1: kv_type
 }
 
 /// `struct kestrel_batch`: arrays are owned by the caller.
@@ -235,7 +238,8 @@ pub struct kestrel_engine_options {
     pub n_threads: i32,
     pub draft_model: *const kestrel_model,
     pub speculative: *const kestrel_spec_options,
-    pub kv_type: i32, // a kestrel_kv_type
+    pub kv_type: i32,   // a kestrel_kv_type: K's, and V's unless kv_type_v
+    pub kv_type_v: i32, // API 9; -1: kv_type
 }
 
 /// `struct kestrel_request_result`.

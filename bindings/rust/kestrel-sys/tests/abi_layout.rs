@@ -54,7 +54,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
         layout!(kestrel_chat_options {
             struct_size, template_source, tools_json, extra_context_json, bos_token, eos_token, add_generation_prompt
         }),
-        layout!(kestrel_context_options { struct_size, n_ctx, n_batch, n_seq_max, n_threads, kv_type }),
+        layout!(kestrel_context_options { struct_size, n_ctx, n_batch, n_seq_max, n_threads, kv_type, kv_type_v }),
         layout!(kestrel_batch { n_tokens, tokens, positions, seq_ids, logits }),
         layout!(kestrel_sampler_options {
             struct_size, temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty,
@@ -68,7 +68,7 @@ fn mirrors() -> BTreeMap<String, Layout> {
             draft, spec_stats, stop_strings, n_stop_strings, grammar, json_schema
         }),
         layout!(kestrel_engine_options {
-            struct_size, n_ctx, n_parallel, n_batch, n_threads, draft_model, speculative, kv_type
+            struct_size, n_ctx, n_parallel, n_batch, n_threads, draft_model, speculative, kv_type, kv_type_v
         }),
         layout!(kestrel_request_result {
             struct_size, finish, status, n_prompt, n_cached, n_generated, n_drafted, n_accepted, stop_string, queue_s
@@ -90,7 +90,7 @@ fn enums() -> BTreeMap<String, EnumValues> {
             KESTREL_ERR_BUFFER_TOO_SMALL, KESTREL_ERR_CANCELLED, KESTREL_ERR_BACKEND, KESTREL_ERR_INTERNAL
         }),
         values!(kestrel_log_level { KESTREL_LOG_DEBUG, KESTREL_LOG_INFO, KESTREL_LOG_WARN, KESTREL_LOG_ERROR, KESTREL_LOG_NONE }),
-        values!(kestrel_kv_type { KESTREL_KV_F16, KESTREL_KV_F32, KESTREL_KV_F8_E4M3 }),
+        values!(kestrel_kv_type { KESTREL_KV_F16, KESTREL_KV_F32, KESTREL_KV_F8_E4M3, KESTREL_KV_Q8_0, KESTREL_KV_Q4_0 }),
         values!(kestrel_spec_mode { KESTREL_SPEC_NONE, KESTREL_SPEC_DRAFT, KESTREL_SPEC_NGRAM }),
         values!(kestrel_pooling { KESTREL_POOLING_MODEL, KESTREL_POOLING_MEAN, KESTREL_POOLING_CLS, KESTREL_POOLING_LAST }),
         values!(kestrel_finish_reason {

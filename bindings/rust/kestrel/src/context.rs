@@ -11,7 +11,7 @@ use kestrel_sys as sys;
 use crate::buffer::{into_string, read_string};
 use crate::error::{check, Error, Result};
 use crate::model::Model;
-use crate::options::{c_string, ContextOptions, GenerateOptions};
+use crate::options::{c_string, ContextOptions, GenerateOptions, KvType};
 
 /// A batch of tokens for [`Context::decode`], possibly of several sequences. Every array given
 /// must have one entry per token.
@@ -108,6 +108,7 @@ impl<'m> Context<'m> {
             o.n_seq_max = options.n_seq_max;
             o.n_threads = options.n_threads;
             o.kv_type = options.kv_type.to_sys();
+            o.kv_type_v = options.kv_type_v.map_or(-1, KvType::to_sys);
             sys::kestrel_context_new(model.as_ptr(), &o, &mut raw)
         };
         check(status)?;

@@ -17,6 +17,10 @@ pub enum KvType {
     F32,
     /// FP8 E4M3 bytes: half of F16's memory; values beyond ±448 saturate.
     F8E4M3,
+    /// Each token's row in blocks of 32 int8 values and an F16 scale: 53% of F16's memory.
+    Q8_0,
+    /// Blocks of 32 4-bit values and an F16 scale: 28% of F16's memory.
+    Q4_0,
 }
 
 impl KvType {
@@ -25,6 +29,8 @@ impl KvType {
             KvType::F16 => sys::KESTREL_KV_F16,
             KvType::F32 => sys::KESTREL_KV_F32,
             KvType::F8E4M3 => sys::KESTREL_KV_F8_E4M3,
+            KvType::Q8_0 => sys::KESTREL_KV_Q8_0,
+            KvType::Q4_0 => sys::KESTREL_KV_Q4_0,
         }
     }
 }
@@ -38,13 +44,14 @@ pub struct EngineOptions {
     pub(crate) n_batch: u32,
     pub(crate) n_threads: i32,
     pub(crate) kv_type: KvType,
+    pub(crate) kv_type_v: Option<KvType>,
 }
 
 impl EngineOptions {
     /// The C defaults: n_ctx 0 (min(model's context, 4096)), n_parallel 4, n_batch 256,
     /// n_threads 0 (the model's setting).
     pub fn new() -> EngineOptions {
-        EngineOptions { n_ctx: 0, n_parallel: 4, n_batch: 256, n_threads: 0, kv_type: KvType::F16 }
+        EngineOptions { n_ctx: 0, n_parallel: 4, n_batch: 256, n_threads: 0, kv_type: KvType::F16, kv_type_v: None }
     }
     /// KV cells shared by all requests (0: min(model's context, 4096)).
     pub fn n_ctx(mut self, n: u32) -> Self {
@@ -66,9 +73,14 @@ impl EngineOptions {
         self.n_threads = n;
         self
     }
-    /// The KV cache's element type.
+    /// The KV cache's element type: K's, and V's unless `kv_type_v` sets it.
     pub fn kv_type(mut self, t: KvType) -> Self {
         self.kv_type = t;
+        self
+    }
+    /// V's element type (API 9).
+    pub fn kv_type_v(mut self, t: KvType) -> Self {
+        self.kv_type_v = Some(t);
         self
     }
 
@@ -84,6 +96,7 @@ impl EngineOptions {
         o.n_batch = self.n_batch;
         o.n_threads = self.n_threads;
         o.kv_type = self.kv_type.to_sys();
+        o.kv_type_v = self.kv_type_v.map_or(-1, KvType::to_sys);
         o
     }
 }
@@ -172,13 +185,14 @@ pub struct ContextOptions {
     pub(crate) n_seq_max: u32,
     pub(crate) n_threads: i32,
     pub(crate) kv_type: KvType,
+    pub(crate) kv_type_v: Option<KvType>,
 }
 
 impl ContextOptions {
     /// The C defaults: n_ctx 0 (the model's training context), n_batch 512, one sequence,
     /// n_threads 0 (the model's setting), an F16 cache.
     pub fn new() -> ContextOptions {
-        ContextOptions { n_ctx: 0, n_batch: 512, n_seq_max: 1, n_threads: 0, kv_type: KvType::F16 }
+        ContextOptions { n_ctx: 0, n_batch: 512, n_seq_max: 1, n_threads: 0, kv_type: KvType::F16, kv_type_v: None }
     }
     /// KV cache size in tokens (0: the model's training context).
     pub fn n_ctx(mut self, n: u32) -> Self {
@@ -200,9 +214,14 @@ impl ContextOptions {
         self.n_threads = n;
         self
     }
-    /// The KV cache's element type.
+    /// The KV cache's element type: K's, and V's unless `kv_type_v` sets it.
     pub fn kv_type(mut self, t: KvType) -> Self {
         self.kv_type = t;
+        self
+    }
+    /// V's element type (API 9).
+    pub fn kv_type_v(mut self, t: KvType) -> Self {
+        self.kv_type_v = Some(t);
         self
     }
 }
@@ -444,8 +463,10 @@ mod tests {
         };
         let ours = EngineOptions::new();
         assert_eq!((ours.n_ctx, ours.n_parallel, ours.n_batch, ours.n_threads), (e.n_ctx, e.n_parallel, e.n_batch, e.n_threads));
-        assert_eq!(ours.kv_type.to_sys(), e.kv_type);
+        assert_eq!((ours.kv_type.to_sys(), ours.to_sys().kv_type_v), (e.kv_type, e.kv_type_v));
         assert_eq!(EngineOptions::new().kv_type(KvType::F8E4M3).to_sys().kv_type, sys::KESTREL_KV_F8_E4M3);
+        let q = EngineOptions::new().kv_type(KvType::Q8_0).kv_type_v(KvType::Q4_0).to_sys();
+        assert_eq!((q.kv_type, q.kv_type_v), (sys::KESTREL_KV_Q8_0, sys::KESTREL_KV_Q4_0));
 
         let mut m = MaybeUninit::<sys::kestrel_model_options>::uninit();
         let m = unsafe {

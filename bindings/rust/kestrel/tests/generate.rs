@@ -259,6 +259,14 @@ fn an_fp8_kv_cache_reaches_the_library() {
     assert!(diff > 0.0, "an FP8 cache gave the F16 cache's logits exactly");
     assert!(diff / norm < 0.01, "relative squared error {}", diff / norm);
     assert_eq!(logits_with(KvType::F32).len(), f16.len());
+    // The block types (API 9), K and V apart.
+    let q = {
+        let o = ContextOptions::new().n_threads(1).n_ctx(64).kv_type(KvType::Q8_0).kv_type_v(KvType::Q4_0);
+        let mut ctx = Context::new(&model, &o).unwrap();
+        ctx.decode(&Batch::new(&prompt)).unwrap();
+        ctx.logits(-1).unwrap().to_vec()
+    };
+    assert!(q.iter().all(|v| v.is_finite()) && q != f16);
     let engine = Engine::new(&model, &EngineOptions::new().n_ctx(128).n_parallel(1).n_threads(1).kv_type(KvType::F8E4M3)).unwrap();
     assert!(!engine.generate(PROMPT, &greedy(8)).unwrap().is_empty());
 }
