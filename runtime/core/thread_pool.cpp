@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <system_error>
 
@@ -78,11 +79,20 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin (then yield) a while for the next job, then sleep.
+    // Spin a while for the next job, yield for up to a millisecond more, then sleep. The yields
+    // end by the clock: with more runnable threads than cores one yield can last a time slice,
+    // and a worker that should sleep must not stay runnable for thousands of them.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int turn = 0; gen == seen && turn < 2 * kSpinPauses; ++turn) {
+    for (int turn = 0; gen == seen && turn < kSpinPauses; ++turn) {
       wait_turn(turn);
       gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      while (gen == seen && std::chrono::steady_clock::now() < until) {
+        sched_yield();
+        gen = generation_.load(std::memory_order_acquire);
+      }
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mu_);

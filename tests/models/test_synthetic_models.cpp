@@ -285,6 +285,9 @@ TEST_CASE("synthetic models: Q8_0 and Q4_0 KV caches on every backend vs ref") {
         const double tol = 1e-4;
         for (const std::string& backend : compiled_backends()) {
           if (backend == "ref" || !create_device(backend).ok()) continue;
+          // Sanitizer builds (test::thorough): the emulated GPU takes the q8_0 cache's 12 tokens.
+          const bool sampled = !test::thorough() && backend == "cuda";
+          if (sampled && mi > 0) continue;
           for (int threads = 1; threads <= (backend == "cpu" ? 3 : 1); threads += 2) {
             const double e = nmse(run_model(bytes, backend, threads, "", t.k, t.v), want);
             CHECK_MESSAGE(e < tol, backend << " x" << threads << ": NMSE " << e);
@@ -292,7 +295,7 @@ TEST_CASE("synthetic models: Q8_0 and Q4_0 KV caches on every backend vs ref") {
             std::snprintf(buf, sizeof buf, " %s x%d %.3g", backend.c_str(), threads, e);
             errors += buf;
           }
-          if (mi == 0) {
+          if (mi == 0 && !sampled) {
             const double e_long = nmse(run_long_prompt(bytes, backend, t.k, t.v), want_long);
             CHECK_MESSAGE(e_long < 1e-3, backend << ", 80 tokens: NMSE " << e_long);
           }

@@ -158,9 +158,10 @@ bool engine_collect(kestrel_token t, const char*, size_t, void* user) {
 // `mode`; returns what each produced.
 std::vector<EngineOut> run_engine(const kestrel_model* target, const kestrel_model* draft,
                                   const std::vector<std::vector<kestrel_token>>& prompts, int32_t max_tokens,
-                                  kestrel_spec_mode mode) {
+                                  kestrel_spec_mode mode, kestrel_kv_type kv = KESTREL_KV_F16) {
   kestrel_engine_options eo;
   kestrel_engine_options_init(&eo);
+  eo.kv_type = kv;
   eo.n_ctx = 2048;
   eo.n_parallel = 8;
   eo.n_batch = 64;
@@ -238,6 +239,36 @@ TEST_CASE("speculative, greedy: eight concurrent requests in the engine give the
       MESSAGE(cases.front().target << " <- " << d << " (8 requests): drafted " << drafted << ", accepted " << accepted);
     }
   }
+}
+
+// A quantized KV cache changes nothing of speculation's or prefix sharing's bookkeeping: with a
+// q8_0 cache (the target's and the draft's), eight requests sharing prefixes give the same tokens
+// with a draft model, with n-gram and without, and leave no block behind (run_engine checks).
+TEST_CASE("speculative, greedy: the same tokens over a q8_0 KV cache, with shared prefixes") {
+  const std::vector<RefCase> cases = reference_cases("stories260K");
+  REQUIRE(!cases.empty());
+  std::vector<std::vector<kestrel_token>> prompts;
+  for (const RefCase& rc : cases)
+    if (rc.target == cases.front().target) prompts.push_back(rc.prompt_tokens);
+  for (size_t i = 0; prompts.size() < 8; ++i) {
+    std::vector<kestrel_token> p = prompts[i % prompts.size()];
+    p.resize(std::max<size_t>(2, p.size() / 2 + i));
+    prompts.push_back(p);
+  }
+  ModelHandle target(cases.front().target), draft("stories260K-q4_0.gguf");
+  if (!target.m || !draft.m) return;
+  const std::vector<EngineOut> plain = run_engine(target.m, nullptr, prompts, 32, KESTREL_SPEC_NONE, KESTREL_KV_Q8_0);
+  const std::vector<EngineOut> ngram = run_engine(target.m, nullptr, prompts, 32, KESTREL_SPEC_NGRAM, KESTREL_KV_Q8_0);
+  const std::vector<EngineOut> spec = run_engine(target.m, draft.m, prompts, 32, KESTREL_SPEC_DRAFT, KESTREL_KV_Q8_0);
+  int32_t drafted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(plain[i].tokens.size() == 32);
+    CHECK(ngram[i].tokens == plain[i].tokens);
+    CHECK(spec[i].tokens == plain[i].tokens);
+    drafted += spec[i].result.n_drafted;
+  }
+  CHECK(drafted > 0);
 }
 
 TEST_CASE("speculative: after a run the cache holds exactly the prompt and the generated tokens") {

@@ -211,6 +211,21 @@ TEST_CASE("kestrel bench: llama-bench JSON keys, roofline fields and the per-op 
   CHECK(r.out.find("| pp8 |") != std::string::npos);
   CHECK(run("bench -m " + model + " -p 8,x").code == 2);
   CHECK(run("bench -m " + model + " -p 0 -n 0").code == 2);
+  // --n-depth (llama-bench's -d): each test after that many cached tokens, in the table and the
+  // JSON; the roofline counts the KV cache they add, less with a q8_0 cache.
+  r = run("bench -m " + model + " -p 0 -n 4 -r 1 --n-depth 0,64 --json");
+  REQUIRE(r.code == 0);
+  const json d = json::parse(r.out);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0]["n_depth"] == 0);
+  CHECK(d[1]["n_depth"] == 64);
+  CHECK(d[1]["bytes_per_token"].get<double>() > d[0]["bytes_per_token"].get<double>());
+  const json q8 = json::parse(run("bench -m " + model + " -p 0 -n 4 -r 1 --n-depth 64 --json -ctk q8_0 -ctv q8_0").out);
+  CHECK(q8[0]["bytes_per_token"].get<double>() < d[1]["bytes_per_token"].get<double>());
+  r = run("bench -m " + model + " -p 0 -n 4 -r 1 --n-depth 32");
+  CHECK(r.out.find("| tg4 @ d32 |") != std::string::npos);
+  CHECK(run("bench -m " + model + " -n 4 --n-depth 8 --per-op").code == 2);
+  CHECK(run("bench -m " + model + " -n 4 --n-depth -1").code == 2);
 }
 
 TEST_CASE("kestrel run, serve and bench: speculative decoding options") {

@@ -109,6 +109,23 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
   }
 }
 
+// A comma-separated list of token counts (0 .. 1000000), as llama-bench's -p, -n and -d take.
+std::vector<int> token_counts(const std::string& flag, const std::string& list) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
+      throw UsageError(flag + ": expected a list of token counts, got '" + list + "'");
+    out.push_back(static_cast<int>(v));
+    pos = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Opts bench_options() {
@@ -127,40 +144,16 @@ Opts bench_options() {
 
 int cmd_bench(const Args& a) {
   a.required("--model");
-  // Like llama-bench, -p and -n take comma-separated lists (0 skips that kind of test).
+  // Like llama-bench, -p, -n and --n-depth take comma-separated lists (0 skips that kind of test).
   std::vector<std::pair<bool, int>> tests;  // (is generation, tokens)
   int n_max = 0, n_prompt_max = 1;
-  for (const bool tg : {false, true}) {
-    const std::string list = a.str(tg ? "--n-gen" : "--n-prompt", tg ? "128" : "512");
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      const std::string item = list.substr(pos, comma - pos);
-      char* end = nullptr;
-      const long v = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
-        throw UsageError(std::string(tg ? "-n" : "-p") + ": expected a list of token counts, got '" + list + "'");
-      if (v > 0) tests.emplace_back(tg, static_cast<int>(v));
-      n_max = std::max(n_max, static_cast<int>(v));
-      if (!tg) n_prompt_max = std::max(n_prompt_max, static_cast<int>(v));
-      pos = comma + 1;
+  for (const bool tg : {false, true})
+    for (const int v : token_counts(tg ? "-n" : "-p", a.str(tg ? "--n-gen" : "--n-prompt", tg ? "128" : "512"))) {
+      if (v > 0) tests.emplace_back(tg, v);
+      n_max = std::max(n_max, v);
+      if (!tg) n_prompt_max = std::max(n_prompt_max, v);
     }
-  }
-  std::vector<int> depths;
-  {
-    const std::string list = a.str("--n-depth", "0");
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      const std::string item = list.substr(pos, comma - pos);
-      char* end = nullptr;
-      const long v = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
-        throw UsageError("--n-depth: expected a list of token counts, got '" + list + "'");
-      depths.push_back(static_cast<int>(v));
-      pos = comma + 1;
-    }
-  }
+  const std::vector<int> depths = token_counts("--n-depth", a.str("--n-depth", "0"));
   const int max_depth = *std::max_element(depths.begin(), depths.end());
   const int reps = static_cast<int>(a.integer("--repetitions", 5));
   if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
