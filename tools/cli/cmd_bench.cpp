@@ -170,16 +170,7 @@ int cmd_bench(const Args& a) {
   kv_types.apply(co);
   // The roofline's KV bytes per cached position for the cache types measured (info gives F16's):
   // K and V each half of it, scaled by their bytes per value against F16's two.
-  auto per_f16 = [](kestrel_kv_type t) {
-    switch (t) {
-      case KESTREL_KV_F32: return 2.0;
-      case KESTREL_KV_F8_E4M3: return 0.5;
-      case KESTREL_KV_Q8_0: return 34.0 / 64;
-      case KESTREL_KV_Q4_0: return 18.0 / 64;
-      default: return 1.0;
-    }
-  };
-  cost.kv_bytes_per_token *= (per_f16(kv_types.k) + per_f16(kv_types.v)) / 2;
+  cost.kv_bytes_per_token *= (kv_value_bytes(kv_types.k) + kv_value_bytes(kv_types.v)) / 4;
   co.n_ctx = static_cast<uint32_t>(max_depth + n_max + 16);
   co.n_batch = static_cast<uint32_t>(std::max(n_prompt_max, max_depth > 0 ? 512 : 1));
   co.n_threads = static_cast<int32_t>(a.integer("--threads", 0));

@@ -123,14 +123,8 @@ int cmd_info(const Args& a) {
   // description) at each type's bytes per value (a block type's 32 values and F16 scale).
   uint64_t kv_per_token = 0;
   if (has_memory) {
-    auto bytes = [](uint64_t values, kestrel_kv_type t) -> uint64_t {
-      switch (t) {
-        case KESTREL_KV_F32: return 4 * values;
-        case KESTREL_KV_F8_E4M3: return values;
-        case KESTREL_KV_Q8_0: return values / 32 * 34;
-        case KESTREL_KV_Q4_0: return values / 32 * 18;
-        default: return 2 * values;
-      }
+    auto bytes = [](uint64_t values, kestrel_kv_type t) {  // values: whole blocks (checked at load)
+      return static_cast<uint64_t>(static_cast<double>(values) * kv_value_bytes(t));
     };
     kv_per_token = bytes(d["memory"].value("kv_values_per_token_k", uint64_t{0}), kv.k) +
                    bytes(d["memory"].value("kv_values_per_token_v", uint64_t{0}), kv.v);

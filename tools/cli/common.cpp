@@ -96,6 +96,16 @@ KvTypes kv_types_from_args(const Args& a) {
   return t;
 }
 
+double kv_value_bytes(kestrel_kv_type t) {
+  switch (t) {
+    case KESTREL_KV_F32: return 4;
+    case KESTREL_KV_F8_E4M3: return 1;
+    case KESTREL_KV_Q8_0: return 34.0 / 32;
+    case KESTREL_KV_Q4_0: return 18.0 / 32;
+    default: return 2;
+  }
+}
+
 const char* kv_type_name(kestrel_kv_type t) {
   switch (t) {
     case KESTREL_KV_F32: return "f32";

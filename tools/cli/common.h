@@ -39,6 +39,8 @@ struct KvTypes {
 };
 KvTypes kv_types_from_args(const Args& a);
 const char* kv_type_name(kestrel_kv_type t);
+// Bytes per cached value of t (a block type's 32 values and F16 scale: 34/32 and 18/32).
+double kv_value_bytes(kestrel_kv_type t);
 
 // Speculative decoding: --draft MODEL (a draft model; implies --spec draft), --spec none|draft|ngram,
 // --spec-k N (most tokens drafted per step). The draft model is loaded with -t/-d like -m.
