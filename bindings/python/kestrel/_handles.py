@@ -51,10 +51,13 @@ class Owned:
         try:
             yield ptr
         finally:
-            with self._cond:
-                self._users -= 1
-                if self._users == 0:
-                    self._cond.notify_all()
+            self._leave()
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._users -= 1
+            if self._users == 0:
+                self._cond.notify_all()
 
     def release(self) -> None:
         """Frees the pointer once no call is using it (idempotent, thread-safe)."""
@@ -102,10 +105,20 @@ class ModelHandles(Owned):
             return self.engine
 
     def disown(self, child: Owned) -> None:
-        """Frees ``child`` and forgets it."""
+        """Frees ``child`` and forgets it.
+
+        Once out of ``children``, a concurrent ``release()`` no longer frees the child first, so
+        the child holds the model (as a user) until its own free is done: the model is never
+        freed before a dependent (``kestrel_context_free`` on a freed model crashed).
+        """
         with self.tree_lock:
             self.children.discard(child)
-        child.release()
+            with self._cond:
+                self._users += 1
+        try:
+            child.release()
+        finally:
+            self._leave()
 
     def release(self) -> None:
         with self.tree_lock:

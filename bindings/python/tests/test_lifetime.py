@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import unittest
+from unittest import mock
 
 import kestrel
+from kestrel import _handles
 
 from ._util import stories_path
 
@@ -96,3 +99,37 @@ class LibraryLookupTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FreeOrderTest(unittest.TestCase):
+    """A dependent closed by its own thread while the model closes is freed before the model."""
+
+    def test_model_waits_for_a_child_freed_by_another_thread(self) -> None:
+        order: list[str] = []
+        child_free_started = threading.Event()
+        finish_child_free = threading.Event()
+
+        class FakeLib:
+            def kestrel_context_free(self, ptr: int) -> None:
+                child_free_started.set()
+                finish_child_free.wait(10)
+                order.append("context")
+
+            def kestrel_model_free(self, ptr: int) -> None:
+                order.append("model")
+
+        with mock.patch.object(_handles, "lib", lambda: FakeLib()):
+            model = _handles.ModelHandles(1)
+            child = _handles.Owned(2, "kestrel_context_free", "context")
+            model.adopt(child)
+            closer = threading.Thread(target=model.disown, args=(child,))  # Context.close()
+            closer.start()
+            self.assertTrue(child_free_started.wait(10))
+            releaser = threading.Thread(target=model.release)  # Model.close() meanwhile
+            releaser.start()
+            releaser.join(0.2)
+            self.assertTrue(releaser.is_alive(), "the model was freed while its context was being freed")
+            finish_child_free.set()
+            closer.join(10)
+            releaser.join(10)
+        self.assertEqual(order, ["context", "model"])
