@@ -16,9 +16,13 @@ Status bind(const Model& m, ModelWeights& w) {
   return bind_decoder(m, w, {.attention = {.qk_norm = true}, .post_norms = true});
 }
 
+int32_t layer_window(const HParams& h, int l) {
+  const int pattern = h.swa_pattern > 0 ? h.swa_pattern : 6;
+  return l % pattern < pattern - 1 ? h.sliding_window : 0;  // local layers; every pattern-th is global
+}
+
 Tensor* forward(Builder& b) {
   const HParams& h = b.hp();
-  const int pattern = h.swa_pattern > 0 ? h.swa_pattern : 6;
   RopeParams local = h.rope;
   local.freq_base = h.rope_freq_base_swa > 0 ? h.rope_freq_base_swa : 10000.0f;
   local.freq_scale = 1.0f;
@@ -28,8 +32,8 @@ Tensor* forward(Builder& b) {
   auto attention = [&](int l) {
     AttentionOptions ao;
     ao.scale = scale;
-    if (l % pattern < pattern - 1) {  // local
-      ao.window = h.sliding_window;
+    if (layer_window(h, l) > 0) {  // local
+      ao.window = layer_window(h, l);
       ao.rope = &local;
     }
     return ao;
@@ -55,6 +59,6 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 
 KESTREL_REGISTER_ARCH(gemma3) {
   static const kestrel::ArchDef def{.name = "gemma3", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
-                                    .forward = kestrel::forward, .tiny = {{"gemma3", kestrel::kTiny}}};
+                                    .forward = kestrel::forward, .layer_window = kestrel::layer_window, .tiny = {{"gemma3", kestrel::kTiny}}};
   return def;
 }

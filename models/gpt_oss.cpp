@@ -15,6 +15,8 @@ Status bind(const Model& m, ModelWeights& w) {
                              .expert = {.n_ff = m.hparams().n_ff_exp, .biases = true, .router_bias = true}});
 }
 
+int32_t layer_window(const HParams& h, int l) { return l % 2 == 0 ? h.sliding_window : 0; }
+
 Tensor* forward(Builder& b) {
   const HParams& h = b.hp();
   MoeOptions moe;
@@ -22,7 +24,7 @@ Tensor* forward(Builder& b) {
   moe.activation = ExpertActivation::SWIGLU_OAI;  // alpha 1.702, limit 7
   auto attention = [&](int l) {
     AttentionOptions ao;  // scale 1/sqrt(head_dim); sinks from lw
-    ao.window = l % 2 == 0 ? h.sliding_window : 0;
+    ao.window = layer_window(h, l);
     return ao;
   };
   return b.pre_norm_decoder(attention, [&](Tensor* x, const LayerWeights& lw) { return b.moe_ffn(x, lw, moe); });
@@ -46,6 +48,6 @@ const std::vector<std::pair<std::string, Value>> kTiny = {
 
 KESTREL_REGISTER_ARCH(gpt_oss) {
   static const kestrel::ArchDef def{.name = "gpt-oss", .rope_mode = kestrel::ROPE_NEOX, .bind = kestrel::bind,
-                                    .forward = kestrel::forward, .tiny = {{"gpt-oss", kestrel::kTiny}}};
+                                    .forward = kestrel::forward, .layer_window = kestrel::layer_window, .tiny = {{"gpt-oss", kestrel::kTiny}}};
   return def;
 }

@@ -59,6 +59,9 @@ struct ArchDef {
   Tensor* (*forward)(Builder& b) = nullptr;
   // The KV cache layout; nullptr: default_kv_layout.
   KvLayout (*kv_layout)(const HParams& h) = nullptr;
+  // Layer l's attention window in tokens (0: the whole context); nullptr: none has one. The
+  // forward pass and the performance model (kestrel perf) read the same answer.
+  int32_t (*layer_window)(const HParams& h, int l) = nullptr;
   // At least one tiny configuration (variants such as llama's experts may add more).
   std::vector<TinyConfig> tiny = {};
 };

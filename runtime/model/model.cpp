@@ -106,11 +106,12 @@ Status Model::init() {
   return device_->place_weights(*file_, tensors_, gather_only);
 }
 
-Expected<Model::TensorTable> Model::tensor_table(std::unique_ptr<gguf::File> metadata) {
+Expected<Model::TensorTable> Model::tensor_table(std::unique_ptr<gguf::File> metadata, HParams* hp) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::move(metadata);
   m->recording_ = true;
   KS_RETURN_IF_ERROR(m->init());
+  if (hp) *hp = m->hp_;
   return std::move(m->recorded_);
 }
 

@@ -111,7 +111,8 @@ class Model {
   // The tensor table the architecture binds for this metadata (a GGUF that needs no tensors):
   // every tensor bind() asks for, required or optional, with its shape. synth.cpp fills it.
   using TensorTable = std::vector<std::pair<std::string, std::vector<int64_t>>>;
-  static Expected<TensorTable> tensor_table(std::unique_ptr<gguf::File> metadata);
+  // hp (if given) receives the hyper-parameters read from the metadata.
+  static Expected<TensorTable> tensor_table(std::unique_ptr<gguf::File> metadata, HParams* hp = nullptr);
   // JSON: architecture, hyper-parameters, vocabulary, tensors, memory.
   std::string describe_json() const;
 

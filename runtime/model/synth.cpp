@@ -80,13 +80,38 @@ struct Rng {
 
 }  // namespace
 
-Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o) {
+namespace {
+
+// The metadata of a synthetic model and the tensor table it binds (hp: the hyper-parameters).
+Expected<Model::TensorTable> synth_table(gguf::Writer& w, const ArchDef& arch, const TinyConfig& config,
+                                         const SynthOptions& o, HParams* hp) {
   if (o.n_vocab < 4 && !o.vocab_from) return Error(KESTREL_ERR_INVALID_ARGUMENT, "synth: n_vocab must be >= 4");
-  gguf::Writer w;
   add_metadata(w, arch, config, o);
   auto meta = gguf::File::from_bytes(w.to_bytes(), std::string("<synth ") + config.name + ">");
   if (!meta.ok()) return meta.status();
-  auto table = Model::tensor_table(std::move(meta.value()));
+  return Model::tensor_table(std::move(meta.value()), hp);
+}
+
+}  // namespace
+
+Expected<ModelShape> synth_shape(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o) {
+  gguf::Writer w;
+  HParams hp;
+  auto table = synth_table(w, arch, config, o, &hp);
+  if (!table.ok()) return table.status();
+  std::vector<ShapeTensor> tensors;
+  for (const auto& [name, ne] : table.value()) {
+    const DType type = tensor_type(name, ne, o.weight_type);
+    int64_t rows = 1;
+    for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+    tensors.push_back({name, type, ne, dtype_row_size(type, ne[0]) * static_cast<uint64_t>(rows)});
+  }
+  return finish_shape(arch, std::move(hp), std::move(tensors));
+}
+
+Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o) {
+  gguf::Writer w;
+  auto table = synth_table(w, arch, config, o, nullptr);
   if (!table.ok()) return table.status();
   Rng rng{o.seed * 0x2545f4914f6cdd1dull + 1};
   std::vector<float> chunk;

@@ -7,6 +7,7 @@
 
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "model/shape.h"
 #include "tensor/dtype.h"
 
 namespace kestrel {
@@ -29,5 +30,8 @@ struct SynthOptions {
 
 // A GGUF holding config's metadata and random weights (write() it or to_bytes() it).
 Expected<gguf::Writer> synth_model(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o);
+// The shape synth_model would write (every tensor typed as it would be), without the weights:
+// a real model's size costs nothing (kestrel perf --preset).
+Expected<ModelShape> synth_shape(const ArchDef& arch, const TinyConfig& config, const SynthOptions& o);
 
 }  // namespace kestrel

@@ -26,6 +26,8 @@
 #include "bench_roofline.h"
 #include "bench_spec.h"
 #include "common.h"
+#include "core/thread_pool.h"
+#include "perf_calibrate.h"
 
 namespace kestrel::cli {
 namespace {
@@ -109,23 +111,6 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
   }
 }
 
-// A comma-separated list of token counts (0 .. 1000000), as llama-bench's -p, -n and -d take.
-std::vector<int> token_counts(const std::string& flag, const std::string& list) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    const size_t comma = std::min(list.find(',', pos), list.size());
-    const std::string item = list.substr(pos, comma - pos);
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
-      throw UsageError(flag + ": expected a list of token counts, got '" + list + "'");
-    out.push_back(static_cast<int>(v));
-    pos = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 Opts bench_options() {
@@ -138,11 +123,22 @@ Opts bench_options() {
               {"--spec-prompt", "TEXT", "the prompt the speculative generation test continues"},
               {"--grammar", "NAME|FILE", "also time generation under a grammar: json, or a GBNF file"},
               {"--json", "", "print the results as JSON"},
-              {"--per-op", "", "also time each op of one decode step against the roofline"}} +
+              {"--per-op", "", "also time each op of one decode step against the roofline"},
+              {"--calibrate", "", "measure this machine for kestrel perf (bandwidth, compute per weight type, costs "
+                                  "per op) and save it as the profile 'local'; no model needed"}} +
          spec_options() + cache_options();
 }
 
 int cmd_bench(const Args& a) {
+  if (a.has("--calibrate")) {
+    const int threads = static_cast<int>(a.integer("--threads", default_thread_count()));
+    if (threads < 1) throw UsageError("bench: --threads must be >= 1");
+    const HwProfile p = calibrate_cpu(threads, true);
+    save_local_profile(p);
+    std::printf("%s\n", p.to_json().dump(2).c_str());
+    std::fprintf(stderr, "kestrel bench: saved %s (kestrel perf --hw local reads it)\n", local_profile_path().c_str());
+    return 0;
+  }
   a.required("--model");
   // Like llama-bench, -p, -n and --n-depth take comma-separated lists (0 skips that kind of test).
   std::vector<std::pair<bool, int>> tests;  // (is generation, tokens)

@@ -194,7 +194,7 @@ int cmd_info(const Args& a) {
                  human_bytes(static_cast<double>(dev.total)).c_str(), human_bytes(static_cast<double>(dev.free)).c_str());
     std::fprintf(stderr, "needs on it (not loaded): weights %s + KV cache %s (n_ctx %lld, %s) + scratch %s = %s: %s\n",
                  human_bytes(x["weights_bytes"].get<double>()).c_str(), human_bytes(x["kv_bytes"].get<double>()).c_str(),
-                 static_cast<long long>(x["n_ctx"].get<int64_t>()), kv_name, human_bytes(x["scratch_bytes"].get<double>()).c_str(),
+                 static_cast<long long>(x["n_ctx"].get<int64_t>()), kv_name.c_str(), human_bytes(x["scratch_bytes"].get<double>()).c_str(),
                  human_bytes(need).c_str(), verdict.c_str());
   }
   return 0;

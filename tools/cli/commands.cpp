@@ -22,6 +22,7 @@ const std::vector<Command>& commands() {
       {"quantize", "requantize a GGUF model (llama-quantize's types and mixes)", quantize_options, cmd_quantize},
       {"synth", "a GGUF with a real model's shape and random weights", synth_options, cmd_synth},
       {"perplexity", "perplexity over a text as llama-perplexity computes it; KL divergence vs a base", perplexity_options, cmd_perplexity},
+      {"perf", "predict speed and memory on a hardware profile from the model's shape", perf_options, cmd_perf},
   };
   return list;
 }

@@ -31,6 +31,7 @@ KESTREL_CLI_COMMAND(template)
 KESTREL_CLI_COMMAND(quantize)
 KESTREL_CLI_COMMAND(synth)
 KESTREL_CLI_COMMAND(perplexity)
+KESTREL_CLI_COMMAND(perf)
 #undef KESTREL_CLI_COMMAND
 
 // `kestrel --version`: version, git commit, compiled backends, CPU features in use.

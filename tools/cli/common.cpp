@@ -1,7 +1,9 @@
 #include "common.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -157,6 +159,22 @@ std::string read_option_file(const std::string& option, const std::string& path)
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+std::vector<int> token_counts(const std::string& flag, const std::string& list) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 1000000)
+      throw UsageError(flag + ": expected a list of token counts, got '" + list + "'");
+    out.push_back(static_cast<int>(v));
+    pos = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace kestrel::cli

@@ -3,6 +3,7 @@
 // -n/--n-predict, -f/--file).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "args.h"
 #include "kestrel.hpp"
@@ -56,5 +57,9 @@ std::string spec_summary(int32_t steps, int32_t drafted, int32_t accepted);
 
 // A whole file (a prompt, a schema, a template); a UsageError naming the option when unreadable.
 std::string read_option_file(const std::string& option, const std::string& path);
+
+// A comma-separated list of token counts (0 .. 1000000), as llama-bench's -p, -n and -d take;
+// UsageError naming flag otherwise.
+std::vector<int> token_counts(const std::string& flag, const std::string& list);
 
 }  // namespace kestrel::cli

@@ -9,7 +9,8 @@
 #                with but the first (disk: the 8B set and the MoE model are ~60 GB together)
 #   5. bench     kestrel bench -d cuda -p 512 -n 128 -r 3 on each (as soon as it exists), and tg
 #                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels) and with
-#                KESTREL_CUDA_GRAPHS=0 (no step graphs); a markdown table last
+#                KESTREL_CUDA_GRAPHS=0 (no step graphs); a markdown table last, with kestrel perf's
+#                prediction for this GPU's nominal profile beside the measurement
 #   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
 #   7. ncu       Nsight Compute on decode kernels of the first type (launches GPU_SUITE_NCU_SKIP
 #                on, GPU_SUITE_NCU_COUNT of them, no graphs): each kernel's time, DRAM throughput
@@ -119,6 +120,13 @@ detect_arch() {
 ARCHS=${KESTREL_CUDA_ARCHS:-$(detect_arch)}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) || GPU_NAME=
 GPU_NAME=${GPU_NAME:-no GPU found by nvidia-smi}
+# kestrel perf's nominal profile of this GPU, for the predicted columns of the table.
+case $GPU_NAME in
+  *H200*) PERF_HW=h200 ;;
+  *B200*) PERF_HW=b200 ;;
+  *"RTX 6000 Ada"*) PERF_HW=rtx-6000-ada ;;
+  *) PERF_HW=h100-sxm ;;
+esac
 
 if [[ -z ${KESTREL_TESTDATA:-} ]]; then
   for d in "$ROOT/../shared/testdata" "$ROOT/shared/testdata"; do
@@ -284,6 +292,11 @@ do_bench() {
       rc=1
       rm -f "$TMP/bench-$t.json"
     fi
+    # What kestrel perf predicts for it on this GPU's nominal profile (the table shows both).
+    if [[ $DRY != 1 ]]; then
+      "$KESTREL" perf -m "$m" --hw "$PERF_HW" -p "$PP" --ctx $((TG / 2)) --json >"$TMP/perf-$t.json" 2>/dev/null ||
+        rm -f "$TMP/perf-$t.json"
+    fi
     # The same decode on the part-1 kernels only (what the fast kernels gain), and with every
     # kernel launched rather than replayed from a CUDA graph (what graphs gain), side by side.
     bench_variant "$m" "$t-ref" KESTREL_CUDA_KERNELS=reference || rc=1
@@ -381,13 +394,13 @@ bench_row() {
 }
 
 summary() {
-  local i e t f row dev pps tgs share
+  local i e t f row dev pps tgs share predicted
   echo
   echo "gpu_suite: $GPU_NAME, KESTREL_CUDA_ARCHS=$ARCHS, build $BUILD, logs $LOGS"
   for i in "${!STEP_NAMES[@]}"; do printf '  %-9s %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}"; done
   echo
-  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels | tg$TG t/s, no CUDA graphs |"
-  echo "|---|---|---|---:|---:|---|---:|---:|"
+  echo "| device | model | type | pp$PP t/s | tg$TG t/s | tg$TG % of measured bandwidth | tg$TG t/s, part-1 kernels | tg$TG t/s, no CUDA graphs | predicted pp / tg t/s ($PERF_HW) |"
+  echo "|---|---|---|---:|---:|---|---:|---:|---:|"
   for e in "${ENTRIES[@]}"; do
     t=$(entry_key "$e")
     f=$TMP/bench-$t.json
@@ -404,7 +417,12 @@ summary() {
     if [[ -s $TMP/bench-$t-nograph.json ]]; then
       IFS=$'\t' read -r _ _ nograph_tgs _ <<<"$(bench_row "$TMP/bench-$t-nograph.json")"
     fi
-    echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs | $nograph_tgs |"
+    predicted=-
+    if [[ -s $TMP/perf-$t.json ]]; then
+      predicted=$(awk '/^  "prefill_tok_s":/ { sub(/.*: */, ""); pp = $0 + 0 } /^  "decode_tok_s":/ { sub(/.*: */, ""); tg = $0 + 0 }
+        END { printf "%.0f / %.1f", pp, tg }' "$TMP/perf-$t.json")
+    fi
+    echo "| $dev | ${e%%:*} | ${e##*:} | $pps | $tgs | $share | $ref_tgs | $nograph_tgs | $predicted |"
   done
   if [[ -s $TMP/ncu_table.md ]]; then
     echo

@@ -1,0 +1,326 @@
+// kestrel perf's model: byte and FLOP counts of each architecture against hand computations, the
+// time model on profiles with round numbers, the hardware profiles, and the command (table, JSON,
+// SVG).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/perf_model.h"
+#include "cli/synth_presets.h"
+#include "common/testdata.h"
+#include "model/synth.h"
+
+using namespace kestrel;
+using namespace kestrel::cli;
+using kestrel::test::run_cli;
+using nlohmann::json;
+
+namespace {
+
+ModelShape preset_shape(const std::string& name, DType type) {
+  const SynthShape p = find_synth_shape(name);
+  SynthOptions o;
+  o.n_vocab = p.n_vocab;
+  o.architecture = p.architecture;
+  o.weight_type = type;
+  auto s = synth_shape(*p.arch, TinyConfig{name.c_str(), p.kv}, o);
+  REQUIRE(s.ok());
+  return std::move(s.value());
+}
+
+// A GPU-kind profile with round numbers: 1000 GB/s, `tflops` dense everywhere, no fixed costs,
+// every efficiency 1.
+HwProfile round_profile(double tflops, double op_us = 0) {
+  return parse_hw_profile(json{{"name", "round"},
+                               {"kind", "gpu"},
+                               {"memory_gb", 100},
+                               {"memory_bandwidth_gbs", 1000},
+                               {"compute_tflops", {{"f32", tflops}}},
+                               {"op_overhead_us", op_us},
+                               {"efficiency", {{"memory", 1}, {"compute", 1}, {"attention", 1}}},
+                               {"interconnect", {{"bandwidth_gbs", 100}, {"latency_us", 5}}}},
+                          "test");
+}
+
+double op_bytes(const StepTime& s, const std::string& prefix) {
+  double b = 0;
+  for (const OpTime& op : s.ops)
+    if (op.op.rfind(prefix, 0) == 0) b += op.bytes;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("perf: the Llama-3.2-1B shape's bytes and FLOPs per token, by hand") {
+  const ModelShape s = preset_shape("llama-3.2-1b", DType::Q4_0);
+  const ModelCosts c = model_costs(s, "cpu", DType::F16, DType::F16);
+  // Per layer: q and o 2048x2048, k and v 2048x512, gate/up/down 2048x8192; 16 layers; a tied
+  // 128256 x 2048 embedding is the output head. Q4_0: 18 bytes per 32 weights.
+  const double layer = 2.0 * 2048 * 2048 + 2.0 * 2048 * 512 + 3.0 * 2048 * 8192;
+  const double embd = 128256.0 * 2048;
+  const double q4 = 18.0 / 32;
+  const double norms = (16 * 2 + 1) * 2048 * 4.0 + 32 * 4;  // two norms a layer, the final one, rope_freqs [32]
+  const StepTime d = decode_step(c, round_profile(1000), PerfOptions{}, 1, 0);
+  CHECK(op_bytes(d, "matmul q4_0") == doctest::Approx(16 * layer * q4));
+  CHECK(op_bytes(d, "output q4_0") == doctest::Approx(embd * q4));
+  CHECK(op_bytes(d, "embedding") == doctest::Approx(2048 * q4));  // one row
+  CHECK(op_bytes(d, "vectors") == doctest::Approx(norms));
+  // synth writes an untied head (output.weight, which llama binds when present) beside the embedding.
+  CHECK(c.weights_bytes == doctest::Approx((16 * layer + 2 * embd) * q4 + norms));
+  CHECK(c.weights_bytes_active == c.weights_bytes);
+  double flops = 0;
+  for (const OpTime& op : d.ops)
+    if (op.op != "attention") flops += op.flops;
+  CHECK(flops == doctest::Approx(2 * (16 * layer + embd)));
+  // KV: 8 heads x 64 x (K + V) x 16 layers of f16; q8_0 stores 34 bytes per 32 values.
+  CHECK(c.kv_bytes_per_token == 16 * 2 * 512 * 2.0);
+  CHECK(model_costs(s, "cpu", DType::Q8_0, DType::Q8_0).kv_bytes_per_token == 16 * 2 * 512 * 34.0 / 32);
+  // Attention at context 1000: the new token attends to 1001 positions of every layer.
+  const StepTime a = decode_step(c, round_profile(1000), PerfOptions{}, 1, 1000);
+  CHECK(op_bytes(a, "attention") == doctest::Approx(1001 * c.kv_bytes_per_token));
+}
+
+TEST_CASE("perf: MLA's latent cache, an MoE layer's active bytes, windows and recurrent state") {
+  SUBCASE("deepseek2: one latent + rope row per layer, read once for every head") {
+    const ModelCosts c = model_costs(preset_shape("deepseek2", DType::F32), "gpu", DType::F16, DType::F16);
+    CHECK(c.kv_bytes_per_token == 2 * (64 + 16) * 2.0);  // 2 layers x (kv_lora 64 + rope 16) x f16
+    REQUIRE(c.attention.size() == 2);
+    CHECK(c.attention[0].flops_per_pos == 2.0 * 4 * ((64 + 16) + 64));  // 4 heads: q.latent+rope, p.latent
+  }
+  SUBCASE("qwen3-30b-a3b: 8 of 128 experts a token") {
+    const ModelShape s = preset_shape("qwen3-30b-a3b", DType::Q8_0);
+    const ModelCosts c = model_costs(s, "gpu", DType::F16, DType::F16);
+    const double experts = 48 * 3.0 * 2048 * 768 * 128 * 34 / 32;  // gate, up, down of every layer
+    CHECK(c.weights_bytes - c.weights_bytes_active == doctest::Approx(experts * 120 / 128));
+    const StepTime d1 = decode_step(c, round_profile(1000), PerfOptions{}, 1, 0);
+    CHECK(op_bytes(d1, "experts q8_0") == doctest::Approx(experts * 8 / 128));
+    // A batch of 4 reads the expected distinct experts: 128 (1 - (120/128)^4) of them.
+    const StepTime d4 = decode_step(c, round_profile(1000), PerfOptions{}, 4, 0);
+    CHECK(op_bytes(d4, "experts q8_0") == doctest::Approx(experts * (1 - std::pow(120.0 / 128, 4))));
+    CHECK(expected_distinct_experts(128, 8, 1) == doctest::Approx(8));
+    CHECK(expected_distinct_experts(128, 8, 2) == doctest::Approx(128 * (1 - std::pow(120.0 / 128, 2))));
+    CHECK(expected_distinct_experts(128, 8, 1e6) == doctest::Approx(128));
+    CHECK(expected_distinct_experts(4, 8, 1) == 4);
+  }
+  SUBCASE("gemma3: five local layers in six stop at their window") {
+    const ModelShape s = preset_shape("gemma3", DType::F32);  // 4 layers, window 8, pattern 3
+    CHECK(s.window == std::vector<int32_t>{8, 8, 0, 8});
+    const ModelCosts c = model_costs(s, "cpu", DType::F16, DType::F16);
+    const double per_layer = c.kv_bytes_per_token / 4;
+    const StepTime d = decode_step(c, round_profile(1000), PerfOptions{}, 1, 100);
+    CHECK(op_bytes(d, "attention") == doctest::Approx(per_layer * (3 * 8 + 101)));
+    const ModelShape oss = preset_shape("gpt-oss", DType::F32);
+    CHECK(oss.window == std::vector<int32_t>{4, 0});
+  }
+  SUBCASE("nemotron_h: each Mamba layer's conv window and scan state, per sequence") {
+    const ModelShape s = preset_shape("nemotron_h", DType::F32);
+    int ssm_layers = 0;
+    std::set<std::string> names;
+    for (const ShapeTensor& t : s.tensors) names.insert(t.name);
+    for (int l = 0; l < s.hp.n_layer; ++l) ssm_layers += names.count("blk." + std::to_string(l) + ".ssm_in.weight");
+    REQUIRE(ssm_layers > 0);
+    const HParams& h = s.hp;
+    const double conv = (h.ssm_d_conv - 1.0) * (h.ssm_d_inner + 2.0 * h.ssm_n_group * h.ssm_d_state);
+    const double state = 1.0 * h.ssm_d_state * h.ssm_d_inner;
+    CHECK(model_costs(s, "cpu", DType::F16, DType::F16).state_bytes_per_seq == ssm_layers * 4 * (conv + state));
+  }
+}
+
+TEST_CASE("perf: step times on a profile of round numbers") {
+  const ModelShape s = preset_shape("llama", DType::F32);
+  const ModelCosts c = model_costs(s, "gpu", DType::F16, DType::F16);
+  PerfOptions o;
+  // Memory-bound (huge compute): a step is its bytes over 1000 GB/s.
+  const StepTime m = decode_step(c, round_profile(1e6), o, 1, 10);
+  CHECK(m.seconds == doctest::Approx(m.bytes / 1e12));
+  CHECK(m.memory_seconds > m.compute_seconds);
+  // Compute-bound (1 GFLOP/s): its FLOPs over 1e9.
+  const StepTime f = decode_step(c, round_profile(1e-3), o, 8, 10);
+  CHECK(f.seconds == doctest::Approx(f.flops / 1e9));
+  // A fixed cost per op: every op of the step pays it once.
+  int ops = c.n_other_ops;
+  for (const MatmulCost& mm : c.matmuls) ops += mm.n_ops;
+  CHECK(decode_step(c, round_profile(1e6, 2), o, 1, 10).seconds == doctest::Approx(m.seconds + ops * 2e-6));
+  // Compute-bound from the batch at which the products' FLOPs outweigh their bytes: F32 weights
+  // do 0.5 FLOP per byte and token, so at 1000 GB/s and 8 TFLOP/s that is batch 16.
+  CHECK(compute_bound_batch(c, round_profile(8), o, 0) == 16);
+  // Prefill in chunks: 1000 tokens in chunks of 512 cost the two chunk steps.
+  o.n_batch = 512;
+  const HwProfile hw = round_profile(10);
+  CHECK(prefill_seconds(c, hw, o, 1000) ==
+        doctest::Approx(chunk_step(c, hw, o, 512, 0, 0).seconds + chunk_step(c, hw, o, 488, 512, 1).seconds));
+  // Two GPUs: half the bytes each, plus two ring all-reduces a layer of n_embd bf16 values:
+  // 2 (N-1)/N x bytes / 100 GB/s + 2 (N-1) x 5 us each.
+  PerfOptions tp2 = o;
+  tp2.tp = 2;
+  const StepTime t2 = decode_step(c, round_profile(1e6), tp2, 1, 10);
+  const double ar = 2.0 * 1 / 2 * (64 * 2) / 100e9 + 2.0 * 5e-6;
+  CHECK(t2.link_seconds == doctest::Approx(2 * s.hp.n_layer * ar));
+  CHECK(t2.seconds == doctest::Approx(m.seconds / 2 + t2.link_seconds));
+  // Memory: what is left after the weights, over the KV of one sequence.
+  CHECK(max_batch_at_ctx(c, round_profile(1), o, 1000) ==
+        static_cast<int64_t>((0.9 * 100e9 - c.weights_bytes) / (1000 * c.kv_bytes_per_token)));
+}
+
+TEST_CASE("perf: speculative decoding's expected tokens and speedup") {
+  const ModelCosts c = model_costs(preset_shape("llama", DType::F32), "gpu", DType::F16, DType::F16);
+  const HwProfile hw = round_profile(1e6);  // memory-bound: verifying 5 tokens costs about one step
+  const SpecPrediction p = speculative(c, hw, PerfOptions{}, 100, 0.8, 4, 0);
+  CHECK(p.tokens_per_step == doctest::Approx((1 - std::pow(0.8, 5)) / 0.2));
+  const double t1 = decode_step(c, hw, PerfOptions{}, 1, 100).seconds;
+  const double verify = chunk_step(c, hw, PerfOptions{}, 5, 100, 5).seconds;
+  CHECK(p.speedup == doctest::Approx(p.tokens_per_step * t1 / verify));
+  CHECK(speculative(c, hw, PerfOptions{}, 100, 0, 4, 0).tokens_per_step == doctest::Approx(1));
+  // Drafting that costs as much as the target cannot win.
+  CHECK(speculative(c, hw, PerfOptions{}, 100, 0.8, 4, 1).speedup < 1);
+}
+
+TEST_CASE("perf: hardware profiles") {
+  for (const std::string& n : hw_profile_names()) {
+    CAPTURE(n);
+    const HwProfile p = load_hw_profile(n);
+    CHECK(p.name == n);
+    CHECK(p.bandwidth_gbs > 0);
+    CHECK(p.memory_bytes > 0);
+    CHECK(!p.sources.empty());
+    CHECK(p.compute_gflops("int8", 1) > 0);
+    // The JSON it writes reads back the same.
+    const HwProfile q = parse_hw_profile(p.to_json(), n);
+    CHECK(q.bandwidth_gbs == p.bandwidth_gbs);
+    CHECK(q.compute_gflops("fp4", 4) == p.compute_gflops("fp4", 4));
+  }
+  const std::vector<std::string> listed = hw_profile_names();
+  const std::set<std::string> names(listed.begin(), listed.end());
+  for (const char* n : {"h100-sxm", "h200", "b200", "rtx-6000-ada"}) CHECK(names.count(n));
+  // A CPU: one core's loads limit the bandwidth of few threads; compute scales with threads.
+  const HwProfile z = load_hw_profile("ryzen-9-7950x");
+  CHECK(z.bandwidth(1) == 30);
+  CHECK(z.bandwidth(16) == doctest::Approx(83.2));
+  CHECK(z.compute_gflops("int8", 4) == 4 * z.compute_gflops("int8", 1));
+  CHECK(z.compute_gflops("f16", 1) == z.compute_gflops("f32", 1));  // no f16 unit: f32's rate
+  // Hopper has no fp4 unit: fp8's rate.
+  const HwProfile h = load_hw_profile("h100-sxm");
+  CHECK(h.compute_gflops("fp4", 1) == h.compute_gflops("fp8", 1));
+  // A measured profile: per thread count, and by batch between the batch-1 and the batch rates.
+  json j = {{"kind", "cpu"}, {"cores", 2}, {"memory_gb", 8}, {"memory_bandwidth_gbs", 20}, {"op_overhead_us", 1},
+            {"core_gflops", {{"f32", 10}, {"q4_0", 80}}}, {"core_gflops_batch1", {{"f32", 10}, {"q4_0", 20}}},
+            {"bandwidth_by_threads_gbs", {{"1", 9}, {"2", 16}}}};
+  const HwProfile m = parse_hw_profile(j, "measured");
+  CHECK(m.bandwidth(1) == 9);
+  CHECK(m.bandwidth(2) == 16);
+  CHECK(m.bandwidth(8) == 16);
+  CHECK(m.compute_gflops("q4_0", 1, 1) == doctest::Approx(20));
+  CHECK(m.compute_gflops("q4_0", 1, 8) == doctest::Approx(50));  // halfway in log2 to 64
+  CHECK(m.compute_gflops("q4_0", 2, 512) == doctest::Approx(160));
+  // Malformed profiles name the field.
+  for (auto [field, value] : {std::pair<const char*, json>{"kind", "tpu"}, {"memory_bandwidth_gbs", -1},
+                              {"core_gflops", json::object()}, {"bandwidth_by_threads_gbs", {{"x", 1}}}}) {
+    json bad = j;
+    bad[field] = value;
+    CAPTURE(field);
+    try {
+      parse_hw_profile(bad, "bad");
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find(field) != std::string::npos);
+    }
+  }
+  CHECK_THROWS_AS(load_hw_profile("no-such-profile"), UsageError);
+}
+
+TEST_CASE("kestrel perf: table, JSON and the SVG plot") {
+  const std::string svg = "/tmp/kestrel_perf_test.svg";
+  std::remove(svg.c_str());
+  auto r = run_cli("perf --preset llama-3.1-8b --hw h100-sxm --ctx 4096 --tp 1,2 --spec-accept 0.7 --plot " + svg);
+  REQUIRE(r.code == 0);
+  for (const char* part : {"decode by batch", "decode by context", "prefill by prompt length", "speculative decoding",
+                           "tensor parallel", "sequences fit"})
+    CHECK(r.out.find(part) != std::string::npos);
+  std::ifstream in(svg);
+  REQUIRE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  CHECK(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  auto count = [&](const std::string& s) {
+    size_t n = 0;
+    for (size_t p = text.find(s); p != std::string::npos; p = text.find(s, p + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<g class=\"chart\">") == 4);
+  CHECK(count("<g") == count("</g>"));
+  CHECK(count("<polyline") >= 4);
+  CHECK(count("<circle") == 7);  // the decode steps of the seven default batch sizes on the roofline
+  CHECK(text.find("nan") == std::string::npos);
+  std::remove(svg.c_str());
+
+  r = run_cli("perf --preset qwen3-30b-a3b --type q4_K --hw h100-sxm --json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  for (const char* k : {"decode_tok_s", "prefill_tok_s", "weights_bytes", "kv_bytes_per_token", "moe",
+                        "decode_by_batch", "compute_bound_batch", "max_batch_at_ctx"})
+    CHECK(j.contains(k));
+  CHECK(j["decode_by_batch"][0]["distinct_experts"].get<double>() == doctest::Approx(8));
+  CHECK(j["weights_bytes_active"].get<double>() < j["weights_bytes"].get<double>() / 5);
+
+  // -m reads a file's header; --hw local reads the calibrated profile ($KESTREL_HW_PROFILE here).
+  const std::string prof = "/tmp/kestrel_perf_test_hw.json";
+  {
+    std::ofstream p(prof);
+    p << json{{"name", "local"}, {"kind", "cpu"}, {"cores", 2}, {"memory_gb", 8}, {"memory_bandwidth_gbs", 10},
+              {"op_overhead_us", 1}, {"core_gflops", {{"f32", 10}, {"int8", 40}}}}
+             .dump();
+  }
+  const std::string model = kestrel::test::testdata_file("models/stories260K-q8_0.gguf");
+  if (!model.empty()) {
+    setenv("KESTREL_HW_PROFILE", prof.c_str(), 1);
+    r = run_cli("perf -m " + model + " --hw local -t 2 --ctx 64 --json");
+    unsetenv("KESTREL_HW_PROFILE");
+    REQUIRE(r.code == 0);
+    const json s = json::parse(r.out);
+    CHECK(s["hw"] == "local");
+    CHECK(s["threads"] == 2);
+    CHECK(s["decode_tok_s"].get<double>() > 0);
+    CHECK(s["prefill_tok_s"].get<double>() > s["decode_tok_s"].get<double>());
+    const json h = json::parse(run_cli("info --json -m " + model).out)["hparams"];
+    CHECK(s["kv_bytes_per_token"].get<double>() ==
+          h["n_layer"].get<double>() * h["n_head_kv"].get<double>() *
+              (h["head_dim_k"].get<double>() + h["head_dim_v"].get<double>()) * 2);  // f16 K and V
+  }
+  std::remove(prof.c_str());
+
+  CHECK(run_cli("perf --preset llama-3.1-8b --hw no-such-hw").code == 2);
+  CHECK(run_cli("perf --hw h100-sxm").code == 2);  // no model
+  CHECK(run_cli("perf --preset llama-3.1-8b --hw ryzen-9-7950x --tp 2").code == 2);
+}
+
+TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local reads") {
+  if (!kestrel::test::thorough()) return;  // seconds of measuring; the sanitizer build skips it
+  const std::string prof = "/tmp/kestrel_perf_test_calibrated.json";
+  std::remove(prof.c_str());
+  setenv("KESTREL_HW_PROFILE", prof.c_str(), 1);
+  const auto cal = run_cli("bench --calibrate -t 1");
+  const auto perf = run_cli("perf --preset llama --hw local --json");
+  unsetenv("KESTREL_HW_PROFILE");
+  REQUIRE(cal.code == 0);
+  const HwProfile p = load_hw_profile(prof);
+  CHECK(p.is_cpu());
+  CHECK(p.bandwidth(1) > 0);
+  for (const char* t : {"f32", "int8", "q4_0", "q4_K", "q8_0"}) {
+    CAPTURE(t);
+    CHECK(p.gflops.at(t) > 0);
+    CHECK(p.gflops_batch1.at(t) > 0);
+  }
+  CHECK(p.op_overhead_by_threads.count(1));
+  REQUIRE(perf.code == 0);
+  CHECK(json::parse(perf.out)["decode_tok_s"].get<double>() > 0);
+  std::remove(prof.c_str());
+}

@@ -1,0 +1,190 @@
+#include "hw_profile.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "args.h"
+
+namespace kestrel::cli {
+namespace {
+
+double positive(const nlohmann::json& j, const char* key, const std::string& origin, bool required) {
+  if (!j.contains(key)) {
+    if (required) throw UsageError("hardware profile " + origin + ": '" + key + "' is missing");
+    return 0;
+  }
+  if (!j[key].is_number() || j[key].get<double>() < 0)
+    throw UsageError("hardware profile " + origin + ": '" + key + "' must be a number >= 0");
+  return j[key].get<double>();
+}
+
+std::map<int, double> by_threads(const nlohmann::json& j, const char* key, const std::string& origin) {
+  std::map<int, double> m;
+  if (!j.contains(key)) return m;
+  if (!j[key].is_object()) throw UsageError("hardware profile " + origin + ": '" + key + "' must be an object");
+  for (const auto& [k, v] : j[key].items()) {
+    char* end = nullptr;
+    const long t = std::strtol(k.c_str(), &end, 10);
+    if (*end || t < 1 || !v.is_number() || v.get<double>() <= 0)
+      throw UsageError("hardware profile " + origin + ": '" + key + "' wants {\"threads\": value > 0}");
+    m[static_cast<int>(t)] = v.get<double>();
+  }
+  return m;
+}
+
+// The entry of the largest thread count <= threads (else the smallest).
+double at_threads(const std::map<int, double>& m, int threads) {
+  auto it = m.upper_bound(threads);
+  return it == m.begin() ? it->second : std::prev(it)->second;
+}
+
+}  // namespace
+
+double HwProfile::bandwidth(int threads) const {
+  if (!is_cpu()) return bandwidth_gbs;
+  if (!bandwidth_by_threads.empty()) return at_threads(bandwidth_by_threads, threads);
+  return core_bandwidth_gbs > 0 ? std::min(bandwidth_gbs, core_bandwidth_gbs * std::max(1, threads)) : bandwidth_gbs;
+}
+
+namespace {
+
+// A format the hardware has no unit for runs on the next wider one; a type measured by name first.
+double rate_of(const std::map<std::string, double>& m, const std::string& format) {
+  static const std::vector<std::string> order = {"fp4", "int8", "fp8", "f16", "bf16", "f32"};
+  if (auto it = m.find(format); it != m.end()) return it->second;
+  for (auto pos = std::find(order.begin(), order.end(), format); pos != order.end(); ++pos)
+    if (auto it = m.find(*pos); it != m.end()) return it->second;
+  return m.empty() ? 0 : m.begin()->second;
+}
+
+}  // namespace
+
+double HwProfile::compute_gflops(const std::string& format, int threads, double n_tokens) const {
+  double g = rate_of(gflops, format);
+  if (!gflops_batch1.empty() && n_tokens < 64) {
+    const double g1 = rate_of(gflops_batch1, format), f = std::log2(std::max(1.0, n_tokens)) / 6;
+    g = g1 + (g - g1) * f;
+  }
+  return is_cpu() ? g * std::max(1, std::min(threads, cores > 0 ? cores : threads)) : g;
+}
+
+double HwProfile::op_us(int threads) const {
+  if (is_cpu() && !op_overhead_by_threads.empty()) return at_threads(op_overhead_by_threads, threads);
+  return op_overhead_us;
+}
+
+HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw UsageError("hardware profile " + origin + ": not a JSON object");
+  HwProfile p;
+  p.name = j.value("name", origin);
+  p.description = j.value("description", p.name);
+  p.kind = j.value("kind", "");
+  if (p.kind != "cpu" && p.kind != "gpu") throw UsageError("hardware profile " + origin + ": 'kind' must be \"cpu\" or \"gpu\"");
+  p.memory_bytes = positive(j, "memory_gb", origin, true) * 1e9;
+  p.bandwidth_gbs = positive(j, "memory_bandwidth_gbs", origin, true);
+  p.core_bandwidth_gbs = positive(j, "core_bandwidth_gbs", origin, false);
+  p.bandwidth_by_threads = by_threads(j, "bandwidth_by_threads_gbs", origin);
+  p.cores = static_cast<int>(positive(j, "cores", origin, p.kind == "cpu"));
+  const char* compute_key = p.is_cpu() ? "core_gflops" : "compute_tflops";
+  if (!j.contains(compute_key) || !j[compute_key].is_object() || j[compute_key].empty())
+    throw UsageError("hardware profile " + origin + ": '" + compute_key + "' is missing (an object of format: rate)");
+  for (const auto& [k, v] : j[compute_key].items()) {
+    if (!v.is_number() || v.get<double>() <= 0)
+      throw UsageError("hardware profile " + origin + ": '" + compute_key + "." + k + "' must be a number > 0");
+    p.gflops[k] = v.get<double>() * (p.is_cpu() ? 1 : 1000);
+  }
+  if (j.contains("core_gflops_batch1") && j["core_gflops_batch1"].is_object())
+    for (const auto& [k, v] : j["core_gflops_batch1"].items()) {
+      if (!v.is_number() || v.get<double>() <= 0)
+        throw UsageError("hardware profile " + origin + ": 'core_gflops_batch1." + k + "' must be a number > 0");
+      p.gflops_batch1[k] = v.get<double>();
+    }
+  p.op_overhead_us = positive(j, "op_overhead_us", origin, true);
+  p.op_overhead_by_threads = by_threads(j, "op_overhead_by_threads_us", origin);
+  p.step_overhead_us = positive(j, "step_overhead_us", origin, false);
+  if (j.contains("efficiency")) {
+    const auto& e = j["efficiency"];
+    for (auto [key, dst] : {std::pair{"memory", &p.eff_memory}, {"compute", &p.eff_compute}, {"attention", &p.eff_attention}})
+      if (e.contains(key)) {
+        const double v = positive(e, key, origin, true);
+        if (v <= 0 || v > 1) throw UsageError("hardware profile " + origin + ": 'efficiency." + key + "' must be in (0, 1]");
+        *dst = v;
+      }
+  }
+  if (j.contains("interconnect")) {
+    const auto& l = j["interconnect"];
+    p.link_name = l.value("name", "");
+    p.link_gbs = positive(l, "bandwidth_gbs", origin, true);
+    p.link_latency_us = positive(l, "latency_us", origin, true);
+  }
+  if (j.contains("sources") && j["sources"].is_array())
+    for (const auto& s : j["sources"])
+      if (s.is_string()) p.sources.push_back(s.get<std::string>());
+  return p;
+}
+
+nlohmann::json HwProfile::to_json() const {
+  nlohmann::json j = {{"name", name}, {"description", description}, {"kind", kind}, {"memory_gb", memory_bytes / 1e9},
+                      {"memory_bandwidth_gbs", bandwidth_gbs}, {"op_overhead_us", op_overhead_us},
+                      {"step_overhead_us", step_overhead_us},
+                      {"efficiency", {{"memory", eff_memory}, {"compute", eff_compute}, {"attention", eff_attention}}}};
+  if (cores) j["cores"] = cores;
+  if (core_bandwidth_gbs > 0) j["core_bandwidth_gbs"] = core_bandwidth_gbs;
+  nlohmann::json c = nlohmann::json::object();
+  for (const auto& [k, v] : gflops) c[k] = is_cpu() ? v : v / 1000;
+  j[is_cpu() ? "core_gflops" : "compute_tflops"] = c;
+  if (!gflops_batch1.empty()) j["core_gflops_batch1"] = gflops_batch1;
+  auto threads_json = [](const std::map<int, double>& m) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [t, v] : m) o[std::to_string(t)] = v;
+    return o;
+  };
+  if (!bandwidth_by_threads.empty()) j["bandwidth_by_threads_gbs"] = threads_json(bandwidth_by_threads);
+  if (!op_overhead_by_threads.empty()) j["op_overhead_by_threads_us"] = threads_json(op_overhead_by_threads);
+  if (link_gbs > 0) j["interconnect"] = {{"name", link_name}, {"bandwidth_gbs", link_gbs}, {"latency_us", link_latency_us}};
+  j["sources"] = sources;
+  return j;
+}
+
+std::vector<std::string> hw_profile_names() {
+  std::vector<std::string> n;
+  for (const auto& [name, text] : builtin_hw_profiles()) n.push_back(name);
+  return n;
+}
+
+std::string local_profile_path() {
+  if (const char* p = std::getenv("KESTREL_HW_PROFILE"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kestrel/hw-local.json";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.cache/kestrel/hw-local.json";
+}
+
+bool local_profile_exists() {
+  struct stat st{};
+  return stat(local_profile_path().c_str(), &st) == 0;
+}
+
+HwProfile load_hw_profile(const std::string& name) {
+  for (const auto& [n, text] : builtin_hw_profiles())
+    if (n == name) return parse_hw_profile(nlohmann::json::parse(text), n);
+  const std::string path = name == "local" ? local_profile_path() : name;
+  std::ifstream in(path);
+  if (!in) {
+    if (name == "local") throw UsageError("no calibrated profile at " + path + " (run kestrel bench --calibrate)");
+    std::string names;
+    for (const std::string& n : hw_profile_names()) names += (names.empty() ? "" : ", ") + n;
+    throw UsageError("unknown hardware profile '" + name + "' (built in: local, " + names + "; or a JSON file)");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) throw UsageError("hardware profile " + path + ": not valid JSON");
+  return parse_hw_profile(j, path);
+}
+
+}  // namespace kestrel::cli

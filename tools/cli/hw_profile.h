@@ -1,0 +1,59 @@
+// Hardware profiles for the performance model (kestrel perf): memory size and bandwidth, dense
+// compute by number format, fixed costs per op and per step, the fraction of peak each op class
+// reaches, and the link between GPUs. Nominal profiles are JSON files in tools/cli/hw/ built into
+// the binary (with their sources); "local" is this machine as `kestrel bench --calibrate`
+// measured it; any other name is a JSON file of the same form.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace kestrel::cli {
+
+struct HwProfile {
+  std::string name, description, kind;  // kind: "cpu" or "gpu"
+  double memory_bytes = 0;
+  double bandwidth_gbs = 0;       // the whole device / every core
+  double core_bandwidth_gbs = 0;  // CPU: what one thread's loads sustain (0: no per-core limit)
+  std::map<int, double> bandwidth_by_threads;  // CPU, measured: threads -> GB/s
+  int cores = 0;
+  // GFLOP/s (int8: GOP/s) by format "f32", "f16", "bf16", "fp8", "int8", "fp4": a GPU's whole
+  // device, a CPU's one core.
+  std::map<std::string, double> gflops;
+  // Measured (calibrated CPU profiles): the same at batch 1, a matrix-vector product's rate; a
+  // batch of n interpolates between the two in log n up to 64.
+  std::map<std::string, double> gflops_batch1;
+  double op_overhead_us = 0;                    // per op: a kernel launch, a thread-pool barrier
+  std::map<int, double> op_overhead_by_threads;  // CPU, measured
+  double step_overhead_us = 0;                  // per decode step beyond its ops
+  double eff_memory = 0.8, eff_compute = 0.6, eff_attention = 0.5;
+  std::string link_name;
+  double link_gbs = 0, link_latency_us = 0;  // between GPUs, one direction
+  std::vector<std::string> sources;
+
+  bool is_cpu() const { return kind == "cpu"; }
+  // At `threads` CPU threads (ignored on a GPU): read bandwidth, compute of a format or of a weight
+  // type measured by name ("q4_K"; else the nearest wider format the profile lists), the cost of
+  // one op.
+  double bandwidth(int threads) const;
+  double compute_gflops(const std::string& format, int threads, double n_tokens = 1e9) const;
+  double op_us(int threads) const;
+  nlohmann::json to_json() const;
+};
+
+// Throws UsageError naming `origin` and the field when a profile is malformed.
+HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin);
+// A built-in name (hw_profile_names), "local" (local_profile_path; UsageError when not yet
+// calibrated), or a path to a JSON file.
+HwProfile load_hw_profile(const std::string& name);
+std::vector<std::string> hw_profile_names();
+// Where `kestrel bench --calibrate` saves this machine's profile: $KESTREL_HW_PROFILE, else
+// $XDG_CACHE_HOME/kestrel/hw-local.json, else ~/.cache/kestrel/hw-local.json.
+std::string local_profile_path();
+bool local_profile_exists();
+
+// The built-in profiles' file names (without .json) and texts (generated from tools/cli/hw).
+const std::vector<std::pair<std::string, std::string>>& builtin_hw_profiles();
+
+}  // namespace kestrel::cli
