@@ -11,6 +11,7 @@
 #include "backends/cpu/weights_cpu.h"
 #include "backends/ref/ops_ref.h"
 #include "core/thread_pool.h"
+#include "core/trace.h"
 
 namespace kestrel {
 namespace {
@@ -20,6 +21,30 @@ class CpuExecutor final : public Executor {
   CpuExecutor(Device& d, int n_threads) : device_(d), pool_(n_threads > 0 ? n_threads : default_thread_count()) {}
   Device& device() override { return device_; }
   Status run(Graph& g, size_t begin, size_t end) override {
+    if (trace::on()) return run_traced(g, begin, end);
+    return run_nodes(g, begin, end);
+  }
+
+ private:
+  // One span per op on every thread that works on it (the workers' named by the pool).
+  Status run_traced(Graph& g, size_t begin, size_t end) {
+    for (size_t i = begin; i < end;) {
+      const Node& n = g.nodes()[i];
+      label_ = op_name(n.op);
+      if (n.op == Op::MATMUL || n.op == Op::MATMUL_ID) label_ += std::string(" ") + dtype_name(n.src[0]->type);
+      size_t j = i + 1;  // consecutive matmuls run as one batch of products
+      while (n.op == Op::MATMUL && j < end && g.nodes()[j].op == Op::MATMUL) ++j;
+      trace::Span span("op", label_);
+      pool_.trace_label(label_.c_str());
+      const Status st = run_nodes(g, i, j);
+      pool_.trace_label(nullptr);
+      if (!st.ok()) return st;
+      i = j;
+    }
+    return Status::Ok();
+  }
+
+  Status run_nodes(Graph& g, size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
       if (n.op == Op::MATMUL) {
@@ -56,9 +81,9 @@ class CpuExecutor final : public Executor {
     return Status::Ok();
   }
 
- private:
   Device& device_;
   ThreadPool pool_;
+  std::string label_;  // the traced op's name, which the pool's workers read
 };
 
 class CpuDevice final : public HostDevice {

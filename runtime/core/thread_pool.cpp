@@ -7,6 +7,8 @@
 #include <string>
 #include <system_error>
 
+#include "core/trace.h"
+
 namespace kestrel {
 
 namespace {
@@ -101,7 +103,12 @@ void ThreadPool::worker(int index) {
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(index, n_threads_);
+    if (trace::on() && trace_label_) {  // the worker's share of the op, as its own span
+      trace::Span span("op", trace_label_);
+      (*job_)(index, n_threads_);
+    } else {
+      (*job_)(index, n_threads_);
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

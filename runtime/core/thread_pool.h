@@ -30,6 +30,10 @@ class ThreadPool {
   // Not re-entrant: one run() at a time per pool.
   void run(const std::function<void(int, int)>& fn);
 
+  // What the workers' trace spans are named while a trace records (the op the caller is about to
+  // run; the caller's own span is its business). A static or caller-owned string, or nullptr.
+  void trace_label(const char* label) { trace_label_ = label; }
+
   // Splits [0, n) into n_threads near-equal chunks: chunk of thread ith.
   static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
     const int64_t per = (n + nth - 1) / nth;
@@ -43,6 +47,7 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> threads_;
   const std::function<void(int, int)>* job_ = nullptr;
+  const char* trace_label_ = nullptr;  // read by workers after the generation's release
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/limits.h"
+#include "core/trace.h"
 #include "model/builder.h"
 
 namespace kestrel {
@@ -133,6 +134,7 @@ Status Context::check_supported() {
 
 Status Context::decode(const DecodeBatch& in) {
   const int64_t T = static_cast<int64_t>(in.tokens.size());
+  trace::Span span("engine", "decode", trace::on() ? "{\"tokens\":" + std::to_string(T) + "}" : std::string());
   if (T == 0) return Error(KESTREL_ERR_INVALID_ARGUMENT, "decode: empty batch");
   auto bad_len = [&](size_t n, const char* what) {
     return n != 0 && n != static_cast<size_t>(T)

@@ -1,8 +1,10 @@
 #include "engine/generate.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "core/trace.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
@@ -47,6 +49,7 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
     const int32_t k = std::min(len.k, o.max_tokens - res->n_generated - 1);
     if (o.drafter && k > 0) {
       const DraftRequest req{.seq = 0, .history = history, .k = k, .sampler = dsampler.get()};
+      trace::Span span("speculative", "draft");
       KS_RETURN_IF_ERROR(o.drafter->propose({&req, 1}, {&draft, 1}));
     }
     batch.assign(1, history.back());
@@ -63,7 +66,13 @@ Status generate(Context& ctx, std::span<const int32_t> prompt, Sampler& sampler,
       if (!row.ok()) return row.status();
       rows.push_back(row.value());
     }
-    KS_RETURN_IF_ERROR(verify(sampler, rows, draft, &vr, o.rule));
+    {
+      trace::Span span("speculative", "verify");
+      KS_RETURN_IF_ERROR(verify(sampler, rows, draft, &vr, o.rule));
+      if (trace::on())
+        span.set_args("{\"drafted\":" + std::to_string(draft.tokens.size()) + ",\"accepted\":" +
+                      std::to_string(vr.n_accepted) + "}");
+    }
     // Rejected drafts leave the cache: it keeps the history and the accepted drafts. A recurrent
     // state goes back to its checkpoint and decodes the kept tokens again (their logits are known).
     if (rollback && vr.n_accepted < static_cast<int32_t>(draft.tokens.size())) {

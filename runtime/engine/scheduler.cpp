@@ -4,6 +4,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "core/trace.h"
 #include "engine/stop_strings.h"
 #include "speculative/verify.h"
 #include "tokenizer/tokenizer.h"
@@ -195,6 +196,12 @@ void Scheduler::release_seq(Request& r) {
 }
 
 void Scheduler::finish(Request& r, FinishReason why, Status st, bool flush_text) {
+  if (trace::on()) {
+    static const char* const kWhy[] = {"none", "stop", "length", "cancelled", "error"};
+    trace::instant("scheduler", "finish", "{\"request\":" + std::to_string(r.id) + ",\"reason\":\"" +
+                                              kWhy[static_cast<int>(why)] + "\",\"generated\":" +
+                                              std::to_string(r.generated.size()) + "}");
+  }
   release_seq(r);
   if (flush_text && (why == FinishReason::Stop || why == FinishReason::Length)) {
     // The detokenizer's incomplete tail (U+FFFD), still matched against the stop strings, and
@@ -257,6 +264,10 @@ void Scheduler::admit() {
       waiting_.push_front(r);
       break;
     }
+    if (trace::on())
+      trace::instant("scheduler", "admit", "{\"request\":" + std::to_string(r->id) + ",\"tokens\":" +
+                                               std::to_string(r->input.size()) + ",\"cached\":" +
+                                               std::to_string(r->n_past) + "}");
     if (!r->admitted_once) {
       r->admitted_once = true;
       r->result.n_cached = r->n_past;
@@ -275,6 +286,7 @@ bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
   if (running_.size() <= 1) return false;
   std::shared_ptr<Request> v = running_.back();
   running_.pop_back();
+  if (trace::on()) trace::instant("scheduler", "preempt", "{\"request\":" + std::to_string(v->id) + "}");
   release_seq(*v);
   v->input = v->spec.prompt;
   v->input.insert(v->input.end(), v->generated.begin(), v->generated.end());
@@ -289,6 +301,7 @@ bool Scheduler::preempt_for(const std::vector<int32_t>& seqs) {
 // Proposals for this step: every decoding request that speculates gets up to len.k tokens (no
 // more than it may still generate, less one); the draft model's requests in one batched call.
 void Scheduler::draft_all() {
+  trace::Span span("speculative", "draft");
   std::vector<DraftRequest> model_reqs;
   std::vector<Request*> model_owners;
   for (auto& r : running_) {
@@ -311,6 +324,7 @@ void Scheduler::draft_all() {
 }
 
 bool Scheduler::step() {
+  trace::Span span("engine", "step");
   for (size_t i = 0; i < running_.size();) {
     if (running_[i]->cancel) {
       std::shared_ptr<Request> r = running_[i];
@@ -322,6 +336,7 @@ bool Scheduler::step() {
   }
   admit();
   if (running_.empty()) {
+    span.drop();
     std::lock_guard<std::mutex> lock(mu_);
     n_running_ = 0;
     kv_stats_ = ctx_->kv().stats();
@@ -398,6 +413,13 @@ bool Scheduler::step() {
       if (!cs.ok()) r->draft.clear();  // no room for checkpoints: no speculation (its row stays)
     }
   }
+  if (trace::on()) {  // the batch's composition
+    int32_t decoding = 0;
+    for (auto& r : running_) decoding += r->decoding() ? 1 : 0;
+    span.set_args("{\"tokens\":" + std::to_string(tokens.size()) + ",\"sequences\":" + std::to_string(running_.size()) +
+                  ",\"decoding\":" + std::to_string(decoding) + ",\"prefilling\":" +
+                  std::to_string(running_.size() - static_cast<size_t>(decoding)) + "}");
+  }
   std::unique_ptr<bool[]> want_arr(new bool[want.size()]);
   for (size_t i = 0; i < want.size(); ++i) want_arr[i] = want[i];
   const Status st = ctx_->decode({.tokens = tokens, .positions = pos, .seq_ids = seqs,
@@ -461,8 +483,12 @@ void Scheduler::verify_drafts(Request& r, int32_t first_row) {
     rows.push_back(l.value());
   }
   VerifyResult vr;
+  trace::Span span("speculative", "verify");
   Status st = verify(r.sampler, rows, r.draft, &vr);
   if (!st.ok()) return finish(r, FinishReason::Error, st);
+  if (trace::on())
+    span.set_args("{\"request\":" + std::to_string(r.id) + ",\"drafted\":" + std::to_string(k) +
+                  ",\"accepted\":" + std::to_string(vr.n_accepted) + "}");
   if (ctx_->kv().recurrent() && vr.n_accepted < static_cast<int32_t>(k)) {
     st = ctx_->kv().seq_remove(r.seq, r.n_past, -1);  // back to the checkpoint: replay what stays
     r.replay.assign(1, r.generated.back());

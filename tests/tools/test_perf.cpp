@@ -324,3 +324,24 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   CHECK(json::parse(perf.out)["decode_tok_s"].get<double>() > 0);
   std::remove(prof.c_str());
 }
+
+TEST_CASE("kestrel run --trace writes a Perfetto trace of its ops and steps") {
+  const std::string model = kestrel::test::testdata_file("models/stories260K-q8_0.gguf");
+  if (model.empty()) return;
+  const std::string path = "/tmp/kestrel_cli_trace.json";
+  std::remove(path.c_str());
+  const auto r = run_cli("run -m " + model + " -p 'Once upon a time' -n 4 --temp 0 -t 2 --trace " + path);
+  REQUIRE(r.code == 0);
+  std::ifstream in(path);
+  REQUIRE(in);
+  const json t = json::parse(in);
+  size_t ops = 0, decodes = 0;
+  for (const json& e : t["traceEvents"]) {
+    ops += e["cat"] == "op";
+    decodes += e["name"] == "decode";
+  }
+  CHECK(ops > 20);
+  CHECK(decodes >= 4);  // the prompt, then a token at a time
+  CHECK(run_cli("run -m " + model + " -p x -n 1 --trace /no/such/dir/t.json").err.find("cannot write") != std::string::npos);
+  std::remove(path.c_str());
+}

@@ -126,7 +126,7 @@ Opts bench_options() {
               {"--per-op", "", "also time each op of one decode step against the roofline"},
               {"--calibrate", "", "measure this machine for kestrel perf (bandwidth, compute per weight type, costs "
                                   "per op) and save it as the profile 'local'; no model needed"}} +
-         spec_options() + cache_options();
+         spec_options() + cache_options() + Opts{trace_option()};
 }
 
 int cmd_bench(const Args& a) {
@@ -140,6 +140,7 @@ int cmd_bench(const Args& a) {
     return 0;
   }
   a.required("--model");
+  const TraceFile trace(a);
   // Like llama-bench, -p, -n and --n-depth take comma-separated lists (0 skips that kind of test).
   std::vector<std::pair<bool, int>> tests;  // (is generation, tokens)
   int n_max = 0, n_prompt_max = 1;

@@ -41,10 +41,11 @@ Opts run_options() {
               {"--parse-special", "", "read special-token text in the prompt as those tokens"},
               {"--echo", "", "print the prompt before the continuation"},
               {"--color", "", "print the prompt before the continuation, in color on a terminal"}} +
-         sampler_options() + spec_options() + cache_options();
+         sampler_options() + spec_options() + cache_options() + Opts{trace_option()};
 }
 
 int cmd_run(const Args& a) {
+  const TraceFile trace(a);
   // Every option is parsed before the (slow) load, so a typo fails at once.
   kestrel_context_options co;
   kestrel_context_options_init(&co);

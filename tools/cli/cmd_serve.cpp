@@ -74,10 +74,11 @@ Opts serve_options() {
               {"--max-connections", "N", "open connections at once; 503 beyond" + dflt(h.max_connections)},
               {"--max-connections-per-client", "N", "open connections from one address; 429 beyond" + dflt(h.max_connections_per_client)},
               {"--http-threads", "N", "threads running requests, more start when all are busy" + dflt(h.n_workers)}} +
-         spec_options() + cache_options();
+         spec_options() + cache_options() + Opts{trace_option()};
 }
 
 int cmd_serve(const Args& a) {
+  const TraceFile trace(a);
   const SpecArgs spec = spec_from_args(a);
   const KvTypes kv_types = kv_types_from_args(a);
   server::ServerOptions so;

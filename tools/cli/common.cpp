@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/trace.h"
 #include "demo_model.h"
 
 namespace kestrel::cli {
@@ -175,6 +176,22 @@ std::vector<int> token_counts(const std::string& flag, const std::string& list) 
     pos = comma + 1;
   }
   return out;
+}
+
+Opt trace_option() {
+  return {"--trace", "FILE.json", "write a Chrome/Perfetto trace (ops per thread, engine steps, scheduler "
+                                  "decisions, speculation) to FILE.json; open it in ui.perfetto.dev"};
+}
+
+TraceFile::TraceFile(const Args& a) : path_(a.str("--trace")) {
+  if (!path_.empty()) trace::start();
+}
+
+TraceFile::~TraceFile() {
+  if (path_.empty()) return;
+  const Status st = trace::write(path_);
+  if (st.ok()) std::fprintf(stderr, "kestrel: wrote the trace %s\n", path_.c_str());
+  else std::fprintf(stderr, "kestrel: %s\n", st.message().c_str());
 }
 
 }  // namespace kestrel::cli

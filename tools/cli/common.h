@@ -62,4 +62,18 @@ std::string read_option_file(const std::string& option, const std::string& path)
 // UsageError naming flag otherwise.
 std::vector<int> token_counts(const std::string& flag, const std::string& list);
 
+// --trace FILE (run, bench, serve): a Chrome/Perfetto trace of the command, written when the
+// TraceFile goes out of scope (the command's end, or its error).
+Opt trace_option();
+class TraceFile {
+ public:
+  explicit TraceFile(const Args& a);
+  ~TraceFile();
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+
+ private:
+  std::string path_;
+};
+
 }  // namespace kestrel::cli

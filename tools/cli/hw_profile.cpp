@@ -107,6 +107,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.op_overhead_us = positive(j, "op_overhead_us", origin, true);
   p.op_overhead_by_threads = by_threads(j, "op_overhead_by_threads_us", origin);
   p.step_overhead_us = positive(j, "step_overhead_us", origin, false);
+  p.attention_gflops = positive(j, "attention_gflops", origin, false);
   if (j.contains("efficiency")) {
     const auto& e = j["efficiency"];
     for (auto [key, dst] : {std::pair{"memory", &p.eff_memory}, {"compute", &p.eff_compute}, {"attention", &p.eff_attention}})
@@ -134,6 +135,7 @@ nlohmann::json HwProfile::to_json() const {
                       {"step_overhead_us", step_overhead_us},
                       {"efficiency", {{"memory", eff_memory}, {"compute", eff_compute}, {"attention", eff_attention}}}};
   if (cores) j["cores"] = cores;
+  if (attention_gflops > 0) j["attention_gflops"] = attention_gflops;
   if (core_bandwidth_gbs > 0) j["core_bandwidth_gbs"] = core_bandwidth_gbs;
   nlohmann::json c = nlohmann::json::object();
   for (const auto& [k, v] : gflops) c[k] = is_cpu() ? v : v / 1000;

@@ -27,6 +27,7 @@ struct HwProfile {
   double op_overhead_us = 0;                    // per op: a kernel launch, a thread-pool barrier
   std::map<int, double> op_overhead_by_threads;  // CPU, measured
   double step_overhead_us = 0;                  // per decode step beyond its ops
+  double attention_gflops = 0;  // measured attention rate (all threads); 0: f32's (f16's) x eff_attention
   double eff_memory = 0.8, eff_compute = 0.6, eff_attention = 0.5;
   std::string link_name;
   double link_gbs = 0, link_latency_us = 0;  // between GPUs, one direction

@@ -14,7 +14,10 @@
 #include "args.h"
 #include "backends/backend.h"
 #include "bench_roofline.h"
+#include "engine/context.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/synth.h"
 #include "quantize/quantize.h"
 #include "tensor/graph.h"
 
@@ -94,6 +97,52 @@ struct MatmulBench {
   }
 };
 
+// Attention's rate: a one-layer model of the Llama-3.2-1B shape's attention (32 query heads of 64,
+// 8 KV heads, a tiny FFN and vocabulary) prefilled in chunks of 512; the chunk at positions
+// 1536..2047 does 512 x 1536 more (query, position) pairs of q.k and p.v than the one at 0..511,
+// and everything else the same, so their time difference is that attention's.
+double attention_gflops(int threads) {
+  using gguf::Value;
+  const ArchDef* arch = find_arch("llama");
+  if (!arch) throw UsageError("calibrate: no llama architecture");
+  const TinyConfig cfg{"calibrate",
+                       {{"context_length", Value::make_u32(4096)}, {"embedding_length", Value::make_u32(2048)},
+                        {"block_count", Value::make_u32(1)}, {"feed_forward_length", Value::make_u32(64)},
+                        {"attention.head_count", Value::make_u32(32)}, {"attention.head_count_kv", Value::make_u32(8)},
+                        {"rope.freq_base", Value::make_f32(500000.0f)},
+                        {"attention.layer_norm_rms_epsilon", Value::make_f32(1e-5f)}}};
+  SynthOptions so;
+  so.weight_type = DType::Q8_0;
+  auto w = synth_model(*arch, cfg, so);
+  MatmulBench::check(w.status());
+  auto f = gguf::File::from_bytes(w.value().to_bytes(), "<calibrate attention>");
+  MatmulBench::check(f.status());
+  ModelLoadOptions lo;
+  lo.backend = "cpu";
+  lo.n_threads = threads;
+  auto m = Model::from_file(std::move(f.value()), lo);
+  MatmulBench::check(m.status());
+  ContextOptions co;
+  co.n_ctx = 2048;
+  co.n_batch = 512;
+  co.n_threads = threads;
+  const std::vector<int32_t> chunk(512, 5);
+  double best0 = 1e30, best3 = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    auto ctx = Context::create(*m.value(), co);
+    MatmulBench::check(ctx.status());
+    for (int c = 0; c < 4; ++c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      MatmulBench::check(ctx.value()->decode({.tokens = chunk}));
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (c == 0) best0 = std::min(best0, t);
+      if (c == 3) best3 = std::min(best3, t);
+    }
+  }
+  const double flops = 2.0 * 32 * (64 + 64) * 512.0 * 1536;
+  return best3 > best0 ? flops / (best3 - best0) / 1e9 : 0;
+}
+
 }  // namespace
 
 HwProfile calibrate_cpu(int max_threads, bool verbose) {
@@ -116,16 +165,18 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   }
   p.op_overhead_us = p.op_overhead_by_threads.rbegin()->second;
 
-  // One core's rate per weight type with the weights in cache: a matrix-vector product (decode,
-  // batch 1) and a 256-column product (prefill); kestrel perf interpolates between them by batch.
+  // Each weight type's rate per core: a matrix-vector product on one thread with the weights in
+  // cache (decode's compute side, batch 1), and a prefill-sized product (2048 x 8192 weights, 512
+  // columns) on every thread, over the thread count (what the cores reach together, sharing
+  // caches and memory); kestrel perf interpolates between the two by batch.
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K, DType::MXFP4}) {
-    MatmulBench gemv(t, 2048, 256, 1, 1), gemm(t, 2048, 512, 256, 1);
-    const double r1 = gemv.flops / gemv.time(50) / 1e9, rn = gemm.flops / gemm.time(3) / 1e9;
+    MatmulBench gemv(t, 2048, 256, 1, 1), gemm(t, 2048, 8192, 512, p.cores);
+    const double r1 = gemv.flops / gemv.time(50) / 1e9, rn = gemm.flops / gemm.time(2) / 1e9 / p.cores;
     p.gflops_batch1[dtype_name(t)] = r1;
     p.gflops[dtype_name(t)] = rn;
     if (verbose)
-      std::fprintf(stderr, "calibrate: matmul %s on one core: %.1f GFLOP/s at batch 1, %.1f at batch 256\n",
+      std::fprintf(stderr, "calibrate: matmul %s per core: %.1f GFLOP/s at batch 1, %.1f at batch 512\n",
                    dtype_name(t), r1, rn);
   }
   // The formats the model falls back to: f32 for floats, int8 for the integer block quants.
@@ -145,14 +196,19 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   p.bandwidth_gbs = p.bandwidth_by_threads.rbegin()->second;
   p.eff_memory = 1.0;  // the bandwidths above are what the kernels reach
   p.eff_compute = 1.0;  // the rates above are what the kernels reach
-  p.eff_attention = 0.5;
+  p.attention_gflops = attention_gflops(p.cores);
+  p.eff_attention = 1.0;
+  if (verbose) std::fprintf(stderr, "calibrate: attention on %d threads: %.1f GFLOP/s\n", p.cores, p.attention_gflops);
   p.step_overhead_us = 20;
   p.sources = {"measured by kestrel bench --calibrate on " + p.description,
-               "core_gflops (core_gflops_batch1): each type's placed matmul on one thread, weights in cache, at batch "
-               "256 (1); f32 and int8 (the formats other types fall back to) are f32's and q8_0's",
+               "core_gflops: each type's placed matmul of 2048 x 8192 weights by 512 columns on every thread, over "
+               "the thread count; core_gflops_batch1: on one thread at batch 1, weights in cache; f32 and int8 (the "
+               "formats other types fall back to) are f32's and q8_0's",
+               "attention_gflops: prefill attention of the 1B shape (32 heads of 64, 8 KV heads), a chunk of 512 at "
+               "position 1536 against one at 0",
                "bandwidth_by_threads_gbs: the better of a 512 MiB read probe and a q4_0 matmul streaming 256 MiB at "
                "batch 1; op_overhead_by_threads_us: the thread pool's cost of an empty parallel op",
-               "efficiency.attention, step_overhead_us: nominal"};
+               "step_overhead_us: nominal"};
   return p;
 }
 

@@ -135,7 +135,9 @@ Rates rates(const HwProfile& hw, const PerfOptions& o) {
   Rates r;
   r.hw = &hw, r.o = &o;
   r.bw = hw.bandwidth(o.threads) * 1e9 * hw.eff_memory;
-  r.att_flops = hw.compute_gflops(hw.is_cpu() ? "f32" : "f16", o.threads) * 1e9 * hw.eff_attention;
+  r.att_flops = hw.attention_gflops > 0
+                    ? hw.attention_gflops * 1e9 * std::min(1.0, static_cast<double>(o.threads) / std::max(1, hw.cores))
+                    : hw.compute_gflops(hw.is_cpu() ? "f32" : "f16", o.threads) * 1e9 * hw.eff_attention;
   return r;
 }
 

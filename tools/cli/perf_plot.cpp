@@ -46,8 +46,9 @@ struct Axis {
       if (t.size() < 2) t = {std::pow(10.0, lo), std::pow(10.0, hi)};
       return t;
     }
-    const double step = std::pow(10.0, std::floor(std::log10((hi - lo) / 4)));
-    const double s = (hi - lo) / step > 8 ? step * 2 : step;
+    // About five ticks at 1, 2 or 5 times a power of ten.
+    const double raw = (hi - lo) / 5, mag = std::pow(10.0, std::floor(std::log10(raw))), n = raw / mag;
+    const double s = mag * (n < 1.5 ? 1 : n < 3.5 ? 2 : n < 7.5 ? 5 : 10);
     for (double v = std::ceil(lo / s) * s; v <= hi + 1e-9; v += s) t.push_back(v);
     return t;
   }
