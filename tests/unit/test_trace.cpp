@@ -116,6 +116,7 @@ TEST_CASE("trace: the engine's steps, scheduler decisions and ops on each thread
     RequestSpec spec;
     spec.prompt = {1, 400, 70, 263, 419, static_cast<int32_t>(29 + i)};
     spec.max_tokens = 4;
+    spec.stop_at_eog = false;  // four tokens each, whatever is sampled
     auto id = sched.value()->submit(std::move(spec));
     REQUIRE(id.ok());
     ids.push_back(id.value());
@@ -125,8 +126,10 @@ TEST_CASE("trace: the engine's steps, scheduler decisions and ops on each thread
   check_events(t);
   CHECK(count(t, "admit") == 2);
   CHECK(count(t, "finish") == 2);
-  CHECK(count(t, "step") >= 4);
-  CHECK(count(t, "decode") >= 4);
+  // Four steps (the prompts, then three tokens), but wait() can return inside the last one, whose
+  // span then ends after write() stopped the trace (and is dropped, as spans still open are).
+  CHECK(count(t, "step") >= 3);
+  CHECK(count(t, "decode") >= 3);
   std::map<int, int> op_threads;
   bool step_args = false;
   for (const json& e : t["traceEvents"]) {
