@@ -300,6 +300,10 @@ TEST_CASE("kestrel perf: table, JSON and the SVG plot") {
   CHECK(run_cli("perf --preset llama-3.1-8b --hw no-such-hw").code == 2);
   CHECK(run_cli("perf --hw h100-sxm").code == 2);  // no model
   CHECK(run_cli("perf --preset llama-3.1-8b --hw ryzen-9-7950x --tp 2").code == 2);
+  // Options that would not apply are refused, not ignored.
+  CHECK(run_cli("perf --preset llama-3.1-8b --hw h100-sxm -t 4").code == 2);
+  CHECK(run_cli("perf --preset llama-3.1-8b --hw h100-sxm --spec-draft 3").code == 2);
+  CHECK(run_cli("perf -m x.gguf --type q4_0 --hw h100-sxm").code == 2);
 }
 
 TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local reads") {

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "info_summary.h"
 #include "model/synth.h"
 #include "perf_calibrate.h"
 #include "perf_model.h"
@@ -33,6 +34,7 @@ Subject subject_from_args(const Args& a) {
   Subject s;
   if (a.has("--model") == a.has("--preset")) throw UsageError("perf: give -m MODEL or --preset NAME (one of them)");
   if (a.has("--model")) {
+    if (a.has("--type")) throw UsageError("perf: --type is --preset's; a file's types are its own");
     auto f = gguf::File::open(a.str("--model"));
     if (!f.ok()) throw UsageError("perf: " + f.status().message());
     auto shape = model_shape(*f.value());
@@ -70,15 +72,6 @@ DType kv_dtype(kestrel_kv_type t) {
   DType d = DType::F16;
   dtype_from_name(kv_type_name(t), &d);
   return d;
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char s[32];
-  std::snprintf(s, sizeof s, u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return s;
 }
 
 std::vector<double> number_list(const std::string& flag, const std::string& list) {
@@ -126,6 +119,9 @@ int cmd_perf(const Args& a) {
   }
   const Subject subj = subject_from_args(a);
   const HwProfile hw = hw_from_args(a);
+  if (a.has("--threads") && !hw.is_cpu()) throw UsageError("perf: -t/--threads is for CPU profiles; " + hw.name + " is a GPU");
+  if ((a.has("--spec-draft") || a.has("--spec-draft-cost")) && !a.has("--spec-accept"))
+    throw UsageError("perf: --spec-draft and --spec-draft-cost need --spec-accept");
   PerfOptions o;
   o.threads = static_cast<int>(a.integer("--threads", hw.is_cpu() ? hw.cores : 1));
   if (o.threads < 1) throw UsageError("perf: --threads must be >= 1");

@@ -87,21 +87,21 @@ void chart(std::string& out, const PlotChart& c, double ox, double oy) {
   std::snprintf(b, sizeof b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", x0, y1,
                 x1 - x0, y0 - y1);
   out += b;
-  for (double t : ax.ticks()) {
-    const double x = ax.map(t, x0, x1);
+  // A grid line from (gx0, gy0) to (gx1, gy1) and its label at (lx, ly).
+  auto tick = [&](double gx0, double gy0, double gx1, double gy1, double lx, double ly, const char* anchor, double t) {
     std::snprintf(b, sizeof b,
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/><text x=\"%.1f\" y=\"%.1f\" "
-                  "class=\"tick\" text-anchor=\"middle\">%s</text>\n",
-                  x, y0, x, y1, x, y0 + 16, num(t).c_str());
+                  "class=\"tick\" text-anchor=\"%s\">%s</text>\n",
+                  gx0, gy0, gx1, gy1, lx, ly, anchor, num(t).c_str());
     out += b;
+  };
+  for (double t : ax.ticks()) {
+    const double x = ax.map(t, x0, x1);
+    tick(x, y0, x, y1, x, y0 + 16, "middle", t);
   }
   for (double t : ay.ticks()) {
     const double y = ay.map(t, y0, y1);
-    std::snprintf(b, sizeof b,
-                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/><text x=\"%.1f\" y=\"%.1f\" "
-                  "class=\"tick\" text-anchor=\"end\">%s</text>\n",
-                  x0, y, x1, y, x0 - 6, y + 4, num(t).c_str());
-    out += b;
+    tick(x0, y, x1, y, x0 - 6, y + 4, "end", t);
   }
   std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" class=\"label\" text-anchor=\"middle\">%s</text>\n",
                 (x0 + x1) / 2, y0 + 36, esc(c.x_label).c_str());
