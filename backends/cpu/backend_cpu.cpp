@@ -30,8 +30,7 @@ class CpuExecutor final : public Executor {
   Status run_traced(Graph& g, size_t begin, size_t end) {
     for (size_t i = begin; i < end;) {
       const Node& n = g.nodes()[i];
-      label_ = op_name(n.op);
-      if (n.op == Op::MATMUL || n.op == Op::MATMUL_ID) label_ += std::string(" ") + dtype_name(n.src[0]->type);
+      label_ = op_label(n);
       size_t j = i + 1;  // consecutive matmuls run as one batch of products
       while (n.op == Op::MATMUL && j < end && g.nodes()[j].op == Op::MATMUL) ++j;
       trace::Span span("op", label_);

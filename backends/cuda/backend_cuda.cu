@@ -11,9 +11,11 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/cuda/kernel_trace.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/step_graphs.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 namespace kestrel::cuda {
 
@@ -174,8 +176,18 @@ class CudaExecutor final : public Executor {
   Status init() { return check(cudaStreamCreate(&stream_.stream), "creating a stream"); }
   Device& device() override { return device_; }
 
-  // As one CUDA graph where an earlier run had the same signature (step_graphs.h).
+  // As one CUDA graph where an earlier run had the same signature (step_graphs.h); while a trace
+  // records, launched unit by unit between events instead (kernel_trace.h).
   Status run(Graph& g, size_t begin, size_t end) override {
+    if (trace::on()) {
+      KernelTrace kt(stream_.stream);
+      KS_RETURN_IF_ERROR(kt.begin());
+      ktrace_ = &kt;
+      const Status st = launch_nodes(g, begin, end);
+      ktrace_ = nullptr;
+      KS_RETURN_IF_ERROR(st);
+      return kt.finish();
+    }
     return graphs_.run(g.nodes(), begin, end, stream_, [&] { return launch_nodes(g, begin, end); });
   }
   Status launch_nodes(Graph& g, size_t begin, size_t end) {
@@ -183,6 +195,7 @@ class CudaExecutor final : public Executor {
     for (size_t i = begin; i < end; ++i) {
       const Node& n = g.nodes()[i];
       if (const RopeStoreFusion rs = rope_store_fusion(g, i, end); rs.applies) {  // ROPE q, k, KV_STORE k, v
+        if (ktrace_) KS_RETURN_IF_ERROR(ktrace_->unit("rope + kv_store"));
         stream_.forget_x();
         const Status st = run_rope_store(&n, rs.write_k, stream_);
         if (!st.ok())
@@ -194,6 +207,7 @@ class CudaExecutor final : public Executor {
       const size_t fused = norm_fusion(g.nodes(), i, end);  // [ADD ->] RMS_NORM -> MUL in one kernel
       if (fused > 0) stream_.forget_x();
       const size_t taken = fused > 0 ? fused : 1;
+      if (ktrace_) KS_RETURN_IF_ERROR(ktrace_->unit(trace_label(g.nodes(), i, taken)));  // "add + rms_norm + mul"
       const Node* next = i + taken < end ? &g.nodes()[i + taken] : nullptr;  // may take X's int8 form from this one
       const Status st = fused > 0 ? run_norm_fusion(&n, fused, stream_, next) : run_node(n, next);
       if (!st.ok()) return Error(st.code(), std::string(op_name(n.op)) + " (node " + std::to_string(i) + "): " + st.message());
@@ -248,6 +262,7 @@ class CudaExecutor final : public Executor {
   Device& device_;
   Stream stream_;
   StepGraphs graphs_;
+  KernelTrace* ktrace_ = nullptr;  // while run() traces
 };
 
 class CudaDevice final : public Device {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -125,6 +126,24 @@ void Span::end() {
   const double t1 = now_us();
   if (!on()) return;  // stopped meanwhile
   buf().events.push_back({'X', cat_, std::move(name_), std::move(args_), t0_, t1 - t0_});
+}
+
+void device_span(const std::string& track, const char* cat, std::string name, double ts_us, double dur_us) {
+  if (!on()) return;
+  static std::map<std::string, std::shared_ptr<ThreadBuf>> tracks;  // g_mu
+  std::lock_guard<std::mutex> lock(g_mu);
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  std::shared_ptr<ThreadBuf>& b = tracks[track];
+  if (!b || b->epoch != epoch) {  // the track's first span of this recording
+    b = std::make_shared<ThreadBuf>();
+    b->epoch = epoch;
+    b->tid = static_cast<int>(g_bufs.size()) + 1;
+    g_bufs.push_back(b);
+    std::string args = "{\"name\":";
+    json_string(args, track);
+    b->events.push_back({'M', "", "thread_name", args + "}", 0, 0});
+  }
+  b->events.push_back({'X', cat, std::move(name), {}, ts_us, dur_us});
 }
 
 void instant(const char* cat, const std::string& name, const std::string& args) {

@@ -49,6 +49,10 @@ class Span {
   double t0_ = 0;
 };
 
+// A span timed elsewhere (a GPU kernel's, between device events), on a track of its own named
+// `track` ("cuda stream"): start and duration in microseconds on now_us()'s clock.
+void device_span(const std::string& track, const char* cat, std::string name, double ts_us, double dur_us);
+
 // An instant ("i") event on this thread.
 void instant(const char* cat, const std::string& name, const std::string& args = {});
 // Names this thread in the trace ("engine", "pool worker 1").

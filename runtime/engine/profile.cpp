@@ -8,12 +8,6 @@
 namespace kestrel {
 namespace {
 
-std::string lower(const char* s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 // What a node reads from memory that is not an activation (weights, the KV cache) and its FLOPs.
 void cost(Device& device, const Node& n, double* bytes, double* flops) {
   *bytes = 0;
@@ -68,9 +62,7 @@ Status Profiler::run(Executor& executor, Graph& g) {
     KS_RETURN_IF_ERROR(executor.run(g, i, i + 1));
     KS_RETURN_IF_ERROR(executor.sync());
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::string key = lower(op_name(node.op));
-    if (node.op == Op::MATMUL || node.op == Op::MATMUL_ID) key += std::string(" ") + dtype_name(node.src[0]->type);
-    OpProfile& p = ops_[key];
+    OpProfile& p = ops_[op_label(node)];
     double bytes, flops;
     cost(executor.device(), node, &bytes, &flops);
     p.calls += 1;

@@ -1,11 +1,19 @@
 #include "tensor/graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstring>
 #include <map>
 
 namespace kestrel {
+
+std::string op_label(const Node& n) {
+  std::string label;
+  for (const char* c = op_name(n.op); *c; ++c) label += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+  if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ID) && n.src[0]) label += std::string(" ") + dtype_name(n.src[0]->type);
+  return label;
+}
 
 const char* op_name(Op op) {
   static const char* const kNames[] = {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct Node {
   Op op = Op::COUNT;
   Tensor* dst = nullptr;
   Tensor* src[kMaxSrc] = {};
+
   OpParams params;  // the op's struct (ops.def), set by Graph::add
 
   template <class P>
@@ -39,6 +41,11 @@ struct Node {
   template <class P>
   const P& param() const { return std::get<P>(params); }
 };
+
+// How profiles and traces name a node: its op in lower case, a product with its weight type
+// ("rms_norm", "matmul q4_0", "matmul_id mxfp4").
+std::string op_label(const Node& n);
+
 // The parameter struct ops.def gives op, default-initialised.
 OpParams default_params(Op op);
 

@@ -11,8 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.h"
 #include "common/testdata.h"
 #include "core/trace.h"
+#include "engine/context.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 
@@ -138,4 +140,51 @@ TEST_CASE("trace: the engine's steps, scheduler decisions and ops on each thread
   }
   CHECK(step_args);
   CHECK(op_threads.size() >= 2);  // the engine's thread and the pool's worker
+}
+
+// On the CUDA backend (a GPU, or the emulated build): the kernels of each decode on a track of
+// their own ("cuda stream"), named as the CPU names its ops, inside the host's decode span.
+TEST_CASE("trace: CUDA kernels as spans on the stream's track") {
+  if (!create_device("cuda").ok()) {
+    MESSAGE("no CUDA device (real or emulated) here");
+    return;
+  }
+  const std::string path = test::testdata_file("models/stories260K-q8_0.gguf");
+  if (path.empty()) return;
+  ModelLoadOptions lo;
+  lo.backend = "cuda";
+  auto model = Model::load(path, lo);
+  REQUIRE(model.ok());
+  ContextOptions co;
+  co.n_ctx = 64;
+  auto ctx = Context::create(*model.value(), co);
+  REQUIRE(ctx.ok());
+  const std::vector<int32_t> prompt = {1, 400, 70, 263};
+  REQUIRE(ctx.value()->decode({.tokens = prompt}).ok());  // untraced: a step graph may be captured
+  trace::start();
+  const int32_t next = 29;
+  for (int i = 0; i < 2; ++i) REQUIRE(ctx.value()->decode({.tokens = {&next, 1}}).ok());
+  const json t = written("/tmp/kestrel_trace_cuda.json");
+  check_events(t);
+  int stream_tid = -1;
+  for (const json& e : t["traceEvents"])
+    if (e["name"] == "thread_name" && e["args"]["name"] == "cuda stream") stream_tid = e["tid"].get<int>();
+  REQUIRE(stream_tid > 0);
+  std::vector<std::pair<double, double>> decodes;  // the host's decode spans
+  std::map<std::string, int> kernels;
+  for (const json& e : t["traceEvents"])
+    if (e["ph"] == "X" && e["name"] == "decode") decodes.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+  REQUIRE(decodes.size() == 2);
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != stream_tid) continue;
+    CHECK(e["cat"] == "kernel");
+    ++kernels[e["name"].get<std::string>()];
+    const double b = e["ts"].get<double>(), end = b + e["dur"].get<double>();
+    const bool inside = std::any_of(decodes.begin(), decodes.end(),
+                                    [&](auto d) { return b >= d.first - 0.002 && end <= d.second + 0.002; });
+    CHECK_MESSAGE(inside, e["name"].get<std::string>() << " outside every decode span");
+  }
+  CHECK(kernels["matmul q8_0"] >= 2 * 5 * 4);  // q, k, v, o and the FFN's products, 5 layers, 2 steps
+  CHECK(kernels["attention"] == 2 * 5);
+  CHECK(!kernels.empty());
 }

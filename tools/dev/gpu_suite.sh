@@ -11,7 +11,8 @@
 #                again with KESTREL_CUDA_KERNELS=reference (the part-1 kernels) and with
 #                KESTREL_CUDA_GRAPHS=0 (no step graphs); a markdown table last, with kestrel perf's
 #                prediction for this GPU's nominal profile beside the measurement
-#   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes
+#   6. perop     kestrel bench --per-op, tg32, on the first type: where a decode step's time goes;
+#                and --trace of a tg8 run (trace-cuda.json: each kernel on the "cuda stream" track)
 #   7. ncu       Nsight Compute on decode kernels of the first type (launches GPU_SUITE_NCU_SKIP
 #                on, GPU_SUITE_NCU_COUNT of them, no graphs): each kernel's time, DRAM throughput
 #                and occupancy, as a table (tools/dev/ncu_table.py) at the end of the summary
@@ -28,7 +29,7 @@
 # Environment (defaults in brackets):
 #   BUILD_DIR [build-gpu]  KESTREL_CUDA_ARCHS [from nvidia-smi's compute_cap, else 90a]
 #   KESTREL_TESTDATA [../shared/testdata or shared/testdata, when present]
-#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 8 files
+#   OUT: logs go to $OUT/gpu_suite_logs (else $BUILD_DIR/gpu_suite_logs): 9 files
 #   GPU_SUITE_MODELS [/tmp/gpu_suite]: the synthesized models (never under $OUT)
 #   GPU_SUITE_TYPES ["q4_0 q8_0 q4_K fp8_e4m3 bf16"]  GPU_SUITE_PRESET [llama-3.1-8b]
 #   GPU_SUITE_EXTRA ["qwen3-30b-a3b:q4_0"]: more PRESET:TYPE models after those (empty: none)
@@ -339,7 +340,23 @@ do_perop() {
     echo "missing $m (synth failed?)"
     return 1
   fi
-  run "$KESTREL" bench -d cuda -m "$m" -p 0 -n 32 -r 1 --per-op
+  run "$KESTREL" bench -d cuda -m "$m" -p 0 -n 32 -r 1 --per-op || return 1
+  run "$KESTREL" bench -d cuda -m "$m" -p 0 -n 8 -r 1 --trace "$LOGS/trace-cuda.json" || return 1
+  # The trace's kernels by total time (the device's own clock, between CUDA events).
+  [[ $DRY == 1 ]] || python3 - "$LOGS/trace-cuda.json" <<'PY'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+tid = {e["tid"] for e in ev if e["name"] == "thread_name" and e["args"]["name"] == "cuda stream"}
+tot = collections.Counter()
+for e in ev:
+    if e["ph"] == "X" and e["tid"] in tid:
+        tot[e["name"]] += e["dur"]
+print("| kernel (traced, tg8) | ms |\n|---|---:|")
+for name, us in tot.most_common(12):
+    print("| %s | %.2f |" % (name, us / 1e3))
+if not tot:
+    sys.exit("no kernel spans in the trace")
+PY
 }
 
 # ---- 7. ncu ---------------------------------------------------------------------------------

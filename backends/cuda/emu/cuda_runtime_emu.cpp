@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,33 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) { return forbidden_during_capt
 cudaError_t cudaDeviceSynchronize() {
   if (g_capturing_here) return forbidden_during_capture(g_capturing_here);
   return g_captures.load() > 0 ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+struct CUevent_st {
+  std::chrono::steady_clock::time_point t;
+  bool recorded = false;
+};
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!e) return cudaErrorInvalidValue;
+  // A GPU would capture it as a graph node; the backend never records one while capturing.
+  if (cudaError_t err = forbidden_during_capture(s)) return err;
+  e->t = std::chrono::steady_clock::now();
+  e->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidValue;
+  *ms = std::chrono::duration<float, std::milli>(end->t - start->t).count();
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
