@@ -228,6 +228,31 @@ TEST_CASE("kestrel bench: llama-bench JSON keys, roofline fields and the per-op 
   CHECK(run("bench -m " + model + " -n 4 --n-depth -1").code == 2);
 }
 
+TEST_CASE("kestrel bench --parallel: batched decode through the engine") {
+  const std::string model = testdata_file("models/stories260K-f32.gguf");
+  if (model.empty()) return;
+  Result r = run("bench -m " + model + " -p 0 -n 6 -r 2 -t 2 --parallel 1,3 --json");
+  REQUIRE(r.code == 0);
+  const json tests = json::parse(r.out);
+  REQUIRE(tests.size() == 3);  // tg6, then the engine with 1 and with 3 requests
+  for (size_t i = 1; i < 3; ++i) {
+    const json& t = tests[i];
+    CHECK(t["test"] == "parallel");
+    CHECK(t["n_parallel"] == (i == 1 ? 1 : 3));
+    CHECK(t["n_gen"] == 6);
+    CHECK(t["n_threads"] == 2);
+    CHECK(t["samples_ts"].size() == 2);
+    CHECK(t["avg_ts"].get<double>() > 0);
+    CHECK(t["per_request_ts"].get<double>() == doctest::Approx(t["avg_ts"].get<double>() / t["n_parallel"].get<int>()));
+  }
+  r = run("bench -m " + model + " -p 0 -n 4 -r 1 --parallel 2");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("| tg4 x2 |") != std::string::npos);
+  CHECK(run("bench -m " + model + " -p 0 -n 4 --parallel 0").code == 2);
+  CHECK(run("bench -m " + model + " -p 0 -n 4 --parallel 65").code == 2);
+  CHECK(run("bench -m " + model + " -p 0 -n 1 --parallel 2").code == 2);  // decode is timed after the first token
+}
+
 TEST_CASE("kestrel run, serve and bench: speculative decoding options") {
   const std::string model = testdata_file("models/stories260K-f32.gguf");
   const std::string draft = testdata_file("models/stories260K-q4_0.gguf");

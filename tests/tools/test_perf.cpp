@@ -75,7 +75,7 @@ TEST_CASE("perf: the Llama-3.2-1B shape's bytes and FLOPs per token, by hand") {
   CHECK(op_bytes(d, "vectors") == doctest::Approx(norms));
   // synth writes an untied head (output.weight, which llama binds when present) beside the embedding.
   CHECK(c.weights_bytes == doctest::Approx((16 * layer + 2 * embd) * q4 + norms));
-  CHECK(c.weights_bytes_active == c.weights_bytes);
+  CHECK(c.weights_bytes_active == doctest::Approx(c.weights_bytes - (embd - 2048) * q4));  // one embedding row
   double flops = 0;
   for (const OpTime& op : d.ops)
     if (op.op != "attention") flops += op.flops;
@@ -99,7 +99,8 @@ TEST_CASE("perf: MLA's latent cache, an MoE layer's active bytes, windows and re
     const ModelShape s = preset_shape("qwen3-30b-a3b", DType::Q8_0);
     const ModelCosts c = model_costs(s, "gpu", DType::F16, DType::F16);
     const double experts = 48 * 3.0 * 2048 * 768 * 128 * 34 / 32;  // gate, up, down of every layer
-    CHECK(c.weights_bytes - c.weights_bytes_active == doctest::Approx(experts * 120 / 128));
+    const double embd_unread = (151936.0 - 1) * 2048 * 34 / 32;  // the untied embedding's other rows
+    CHECK(c.weights_bytes - c.weights_bytes_active == doctest::Approx(experts * 120 / 128 + embd_unread));
     const StepTime d1 = decode_step(c, round_profile(1000), PerfOptions{}, 1, 0);
     CHECK(op_bytes(d1, "experts q8_0") == doctest::Approx(experts * 8 / 128));
     // A batch of 4 reads the expected distinct experts: 128 (1 - (120/128)^4) of them.
@@ -170,6 +171,37 @@ TEST_CASE("perf: step times on a profile of round numbers") {
         static_cast<int64_t>((0.9 * 100e9 - c.weights_bytes) / (1000 * c.kv_bytes_per_token)));
 }
 
+TEST_CASE("perf: a calibrated CPU profile's streams and attention rates in a step") {
+  const ModelShape shape = preset_shape("llama", DType::Q4_0);
+  const ModelCosts c = model_costs(shape, "cpu", DType::F16, DType::F16);
+  json j = {{"kind", "cpu"},         {"cores", 2},         {"memory_gb", 8},
+            {"memory_bandwidth_gbs", 10}, {"op_overhead_us", 0}, {"core_gflops", {{"f32", 1e6}, {"int8", 1e6}}},
+            {"bandwidth_by_threads_gbs", {{"1", 5}, {"2", 10}}},
+            {"efficiency", {{"memory", 1}, {"compute", 1}, {"attention", 1}}}};
+  PerfOptions o;
+  o.threads = 2;
+  const StepTime plain = decode_step(c, parse_hw_profile(j, "plain"), o, 1, 100);
+  // q4_0 weights streaming at 40 GB/s instead of 10: their ops take a quarter of the time.
+  j["stream_gbs"] = {{"q4_0", 40}};
+  j["attention_decode_gflops_by_head_dim"] = {{std::to_string(static_cast<int>(shape.hp.head_dim_k)), 0.5}};
+  j["attention_prefill_gflops_by_head_dim"] = {{std::to_string(static_cast<int>(shape.hp.head_dim_k)), 2.0}};
+  const HwProfile hw = parse_hw_profile(j, "streams");
+  const StepTime fast = decode_step(c, hw, o, 1, 100);
+  auto op = [](const StepTime& s, const std::string& name) {
+    for (const OpTime& t : s.ops)
+      if (t.op == name) return t;
+    FAIL("no op " << name);
+    return OpTime{};
+  };
+  CHECK(op(fast, "matmul q4_0").seconds == doctest::Approx(op(plain, "matmul q4_0").seconds / 4));
+  CHECK(op(fast, "embedding").seconds == doctest::Approx(op(plain, "embedding").seconds));  // a gather: the probe's
+  // Attention: decode at 0.5 GFLOP/s, a chunk (prefill) at 2.
+  const OpTime att = op(fast, "attention");
+  CHECK(att.compute_seconds == doctest::Approx(att.flops / 0.5e9));
+  const OpTime chunk = op(chunk_step(c, hw, o, 8, 100, 1), "attention");
+  CHECK(chunk.compute_seconds == doctest::Approx(chunk.flops / 2e9));
+}
+
 TEST_CASE("perf: speculative decoding's expected tokens and speedup") {
   const ModelCosts c = model_costs(preset_shape("llama", DType::F32), "gpu", DType::F16, DType::F16);
   const HwProfile hw = round_profile(1e6);  // memory-bound: verifying 5 tokens costs about one step
@@ -220,9 +252,38 @@ TEST_CASE("perf: hardware profiles") {
   CHECK(m.compute_gflops("q4_0", 1, 1) == doctest::Approx(20));
   CHECK(m.compute_gflops("q4_0", 1, 8) == doctest::Approx(50));  // halfway in log2 to 64
   CHECK(m.compute_gflops("q4_0", 2, 512) == doctest::Approx(160));
+  // A type's measured stream (on all cores) scales with the thread count as the bandwidth does;
+  // a type not measured streams at the bandwidth.
+  j["stream_gbs"] = {{"q4_0", 24}};
+  j["stream_gbs_by_batch"] = {{"q4_0", {{"2", 12}, {"8", 30}}}};
+  j["core_gflops_experts"] = {{"q4_0", 40}};
+  j["attention_prefill_gflops_by_head_dim"] = {{"64", 8}, {"128", 16}};
+  j["attention_decode_gflops_by_head_dim"] = {{"64", 4}};
+  const HwProfile s = parse_hw_profile(parse_hw_profile(j, "measured").to_json(), "written");
+  CHECK(s.weight_bandwidth("q4_0", 2) == doctest::Approx(24));
+  CHECK(s.weight_bandwidth("q4_0", 1) == doctest::Approx(24 * 9.0 / 16));
+  CHECK(s.weight_bandwidth("q8_0", 1) == 9);
+  // By batch: the largest measured batch at or below it.
+  CHECK(s.weight_bandwidth("q4_0", 2, 2) == doctest::Approx(12));
+  CHECK(s.weight_bandwidth("q4_0", 2, 5) == doctest::Approx(12));
+  CHECK(s.weight_bandwidth("q4_0", 2, 64) == doctest::Approx(30));
+  // Routed experts: their own large-batch rate, toward the batch-1 rate below 64 tokens.
+  CHECK(s.expert_compute_gflops("q4_0", "int8", 2, 512) == doctest::Approx(80));
+  CHECK(s.expert_compute_gflops("q4_0", "int8", 1, 8) == doctest::Approx(30));  // halfway from 20 to 40
+  CHECK(s.expert_compute_gflops("q8_0", "int8", 1, 512) == doctest::Approx(s.compute_gflops("int8", 1)));
+  // Attention by the nearest head width in log2, prefill or decode, on a share of the cores.
+  CHECK(s.attention_rate(false, 64, 2) == 8);
+  CHECK(s.attention_rate(false, 96, 2) == 16);   // 96 is nearer 128 than 64 in log2
+  CHECK(s.attention_rate(false, 576, 2) == 16);  // MLA's latent row: the widest measured
+  CHECK(s.attention_rate(false, 32, 1) == 4);    // 64's, on one of two cores
+  CHECK(s.attention_rate(true, 128, 2) == 4);    // decode measured at 64 only
+  CHECK(m.attention_rate(true, 64, 2) == 0);     // none measured: the model falls back to a format
   // Malformed profiles name the field.
-  for (auto [field, value] : {std::pair<const char*, json>{"kind", "tpu"}, {"memory_bandwidth_gbs", -1},
-                              {"core_gflops", json::object()}, {"bandwidth_by_threads_gbs", {{"x", 1}}}}) {
+  for (auto [field, value] :
+       {std::pair<const char*, json>{"kind", "tpu"}, {"memory_bandwidth_gbs", -1}, {"core_gflops", json::object()},
+        {"bandwidth_by_threads_gbs", {{"x", 1}}}, {"stream_gbs", {{"q4_0", -2}}},
+        {"attention_decode_gflops_by_head_dim", {{"wide", 3}}}, {"core_gflops_experts", 5},
+        {"stream_gbs_by_batch", {{"q4_0", {{"0", 3}}}}}}) {
     json bad = j;
     bad[field] = value;
     CAPTURE(field);
@@ -311,9 +372,11 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   const std::string prof = "/tmp/kestrel_perf_test_calibrated.json";
   std::remove(prof.c_str());
   setenv("KESTREL_HW_PROFILE", prof.c_str(), 1);
+  setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);  // the streaming products' matrices: small, for time
   const auto cal = run_cli("bench --calibrate -t 1");
   const auto perf = run_cli("perf --preset llama --hw local --json");
   unsetenv("KESTREL_HW_PROFILE");
+  unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
   REQUIRE(cal.code == 0);
   const HwProfile p = load_hw_profile(prof);
   CHECK(p.is_cpu());
@@ -322,8 +385,18 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     CAPTURE(t);
     CHECK(p.gflops.at(t) > 0);
     CHECK(p.gflops_batch1.at(t) > 0);
+    if (std::string(t) != "int8") {
+      CHECK(p.stream_gbs.at(t) > 0);
+      CHECK(p.stream_gbs_by_batch.at(t).size() == 3);
+      CHECK(p.expert_gflops.at(t) > 0);
+    }
   }
   CHECK(p.op_overhead_by_threads.count(1));
+  for (int head_dim : {64, 128}) {
+    CAPTURE(head_dim);
+    CHECK(p.attention_prefill_by_head_dim.at(head_dim) > 0);
+    CHECK(p.attention_decode_by_head_dim.at(head_dim) > 0);
+  }
   REQUIRE(perf.code == 0);
   CHECK(json::parse(perf.out)["decode_tok_s"].get<double>() > 0);
   std::remove(prof.c_str());

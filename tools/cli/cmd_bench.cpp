@@ -11,6 +11,7 @@
 // --draft MODEL | --spec ngram [--spec-k N] [--spec-prompt TEXT] adds speculative generation
 // against plain generation and the cost of a verification pass (bench_spec.cpp).
 // --grammar json|FILE adds generation under a grammar against plain generation (bench_grammar.cpp).
+// --parallel N[,N..] adds generation through the engine with N concurrent requests (bench_batch.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_batch.h"
 #include "bench_grammar.h"
 #include "bench_roofline.h"
 #include "bench_spec.h"
@@ -122,6 +124,8 @@ Opts bench_options() {
                                        "(default 0): decode speed at long context"},
               {"--spec-prompt", "TEXT", "the prompt the speculative generation test continues"},
               {"--grammar", "NAME|FILE", "also time generation under a grammar: json, or a GBNF file"},
+              {"--parallel", "N[,N..]", "also time generation through the engine with N concurrent requests (32-token "
+                                         "prompts, -n tokens each): batched decode's total tokens/s"},
               {"--json", "", "print the results as JSON"},
               {"--per-op", "", "also time each op of one decode step against the roofline"},
               {"--calibrate", "", "measure this machine for kestrel perf (bandwidth, compute per weight type, costs "
@@ -155,6 +159,14 @@ int cmd_bench(const Args& a) {
   const int reps = static_cast<int>(a.integer("--repetitions", 5));
   if (tests.empty() || reps < 1) throw UsageError("bench: give some -p or -n test (> 0), and -r >= 1");
   const bool as_json = a.has("--json");
+  std::vector<int> parallel;  // --parallel: concurrent requests through the engine
+  if (a.has("--parallel")) {
+    parallel = token_counts("--parallel", a.str("--parallel"));
+    for (int np : parallel)
+      if (np < 1 || np > 64) throw UsageError("bench: --parallel takes 1..64 requests");
+    if (std::none_of(tests.begin(), tests.end(), [](auto t) { return t.first && t.second >= 2; }))
+      throw UsageError("bench: --parallel times decode after each request's first token: give -n >= 2");
+  }
   const SpecArgs spec = spec_from_args(a);
   const KvTypes kv_types = kv_types_from_args(a);
 
@@ -256,6 +268,20 @@ int cmd_bench(const Args& a) {
     sb.n_threads = co.n_threads;
     sb.k_verify = std::min(4, spec.opts.k_max);
     for (auto& j : bench_speculative(model.get(), draft.get(), sb, &rows)) results.push_back(j);
+  }
+  if (!parallel.empty()) {
+    BatchBench bb;
+    bb.n_gen = 0;
+    for (const auto& [tg, n] : tests)
+      if (tg) bb.n_gen = std::max(bb.n_gen, n);  // the longest generation test's length
+    bb.reps = reps;
+    bb.n_threads = co.n_threads;
+    bb.kv_types = kv_types;
+    for (const int np : parallel) {
+      bb.n_parallel = np;
+      results.push_back(bench_batch(model.get(), bb, &rows));
+      results.back()["n_threads"] = n_threads;
+    }
   }
   if (a.has("--grammar")) {
     GrammarBench gb;

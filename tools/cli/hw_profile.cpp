@@ -23,16 +23,33 @@ double positive(const nlohmann::json& j, const char* key, const std::string& ori
   return j[key].get<double>();
 }
 
-std::map<int, double> by_threads(const nlohmann::json& j, const char* key, const std::string& origin) {
+// j[key] = {"N": value > 0, ...} keyed by a count (threads, a head width, a batch); errors name it
+// as `shown` (default: key).
+std::map<int, double> by_count(const nlohmann::json& j, const std::string& key, const std::string& origin,
+                               const char* what = "threads", std::string shown = {}) {
   std::map<int, double> m;
+  if (shown.empty()) shown = key;
   if (!j.contains(key)) return m;
-  if (!j[key].is_object()) throw UsageError("hardware profile " + origin + ": '" + key + "' must be an object");
+  if (!j[key].is_object()) throw UsageError("hardware profile " + origin + ": '" + shown + "' must be an object");
   for (const auto& [k, v] : j[key].items()) {
     char* end = nullptr;
     const long t = std::strtol(k.c_str(), &end, 10);
     if (*end || t < 1 || !v.is_number() || v.get<double>() <= 0)
-      throw UsageError("hardware profile " + origin + ": '" + key + "' wants {\"threads\": value > 0}");
+      throw UsageError("hardware profile " + origin + ": '" + shown + "' wants {\"" + what + "\": value > 0}");
     m[static_cast<int>(t)] = v.get<double>();
+  }
+  return m;
+}
+
+// {"name": value > 0, ...}
+std::map<std::string, double> by_name(const nlohmann::json& j, const char* key, const std::string& origin) {
+  std::map<std::string, double> m;
+  if (!j.contains(key)) return m;
+  if (!j[key].is_object()) throw UsageError("hardware profile " + origin + ": '" + key + "' must be an object");
+  for (const auto& [k, v] : j[key].items()) {
+    if (!v.is_number() || v.get<double>() <= 0)
+      throw UsageError("hardware profile " + origin + ": '" + key + "." + k + "' must be a number > 0");
+    m[k] = v.get<double>();
   }
   return m;
 }
@@ -64,13 +81,44 @@ double rate_of(const std::map<std::string, double>& m, const std::string& format
 
 }  // namespace
 
+double HwProfile::expert_compute_gflops(const std::string& type, const std::string& format, int threads,
+                                        double n_tokens) const {
+  auto it = expert_gflops.find(type);
+  if (it == expert_gflops.end()) return compute_gflops(gflops.count(type) ? type : format, threads, n_tokens);
+  return scaled(it->second, type, threads, n_tokens);
+}
+
 double HwProfile::compute_gflops(const std::string& format, int threads, double n_tokens) const {
-  double g = rate_of(gflops, format);
+  return scaled(rate_of(gflops, format), format, threads, n_tokens);
+}
+
+double HwProfile::scaled(double g, const std::string& format, int threads, double n_tokens) const {
   if (!gflops_batch1.empty() && n_tokens < 64) {
     const double g1 = rate_of(gflops_batch1, format), f = std::log2(std::max(1.0, n_tokens)) / 6;
     g = g1 + (g - g1) * f;
   }
   return is_cpu() ? g * std::max(1, std::min(threads, cores > 0 ? cores : threads)) : g;
+}
+
+double HwProfile::weight_bandwidth(const std::string& type, int threads, double batch) const {
+  auto it = stream_gbs.find(type);
+  if (it == stream_gbs.end()) return bandwidth(threads);
+  double gbs = it->second;
+  if (auto b = stream_gbs_by_batch.find(type); b != stream_gbs_by_batch.end())
+    for (const auto& [n, v] : b->second)
+      if (n <= batch) gbs = v;  // ascending: the largest measured batch <= batch
+  return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
+}
+
+double HwProfile::attention_rate(bool decode, double head_dim, int threads) const {
+  const std::map<int, double>& m = decode ? attention_decode_by_head_dim : attention_prefill_by_head_dim;
+  double g = attention_gflops;
+  if (!m.empty()) {  // the nearest width in log2
+    double best = 1e30;
+    for (const auto& [d, v] : m)
+      if (const double dist = std::fabs(std::log2(d / std::max(1.0, head_dim))); dist < best) best = dist, g = v;
+  }
+  return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
 }
 
 double HwProfile::op_us(int threads) const {
@@ -88,7 +136,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.memory_bytes = positive(j, "memory_gb", origin, true) * 1e9;
   p.bandwidth_gbs = positive(j, "memory_bandwidth_gbs", origin, true);
   p.core_bandwidth_gbs = positive(j, "core_bandwidth_gbs", origin, false);
-  p.bandwidth_by_threads = by_threads(j, "bandwidth_by_threads_gbs", origin);
+  p.bandwidth_by_threads = by_count(j, "bandwidth_by_threads_gbs", origin);
   p.cores = static_cast<int>(positive(j, "cores", origin, p.kind == "cpu"));
   const char* compute_key = p.is_cpu() ? "core_gflops" : "compute_tflops";
   if (!j.contains(compute_key) || !j[compute_key].is_object() || j[compute_key].empty())
@@ -98,16 +146,22 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
       throw UsageError("hardware profile " + origin + ": '" + compute_key + "." + k + "' must be a number > 0");
     p.gflops[k] = v.get<double>() * (p.is_cpu() ? 1 : 1000);
   }
-  if (j.contains("core_gflops_batch1") && j["core_gflops_batch1"].is_object())
-    for (const auto& [k, v] : j["core_gflops_batch1"].items()) {
-      if (!v.is_number() || v.get<double>() <= 0)
-        throw UsageError("hardware profile " + origin + ": 'core_gflops_batch1." + k + "' must be a number > 0");
-      p.gflops_batch1[k] = v.get<double>();
-    }
+  p.gflops_batch1 = by_name(j, "core_gflops_batch1", origin);
   p.op_overhead_us = positive(j, "op_overhead_us", origin, true);
-  p.op_overhead_by_threads = by_threads(j, "op_overhead_by_threads_us", origin);
+  p.op_overhead_by_threads = by_count(j, "op_overhead_by_threads_us", origin);
   p.step_overhead_us = positive(j, "step_overhead_us", origin, false);
   p.attention_gflops = positive(j, "attention_gflops", origin, false);
+  p.attention_prefill_by_head_dim = by_count(j, "attention_prefill_gflops_by_head_dim", origin, "head_dim");
+  p.attention_decode_by_head_dim = by_count(j, "attention_decode_gflops_by_head_dim", origin, "head_dim");
+  p.stream_gbs = by_name(j, "stream_gbs", origin);
+  if (j.contains("stream_gbs_by_batch")) {
+    if (!j["stream_gbs_by_batch"].is_object())
+      throw UsageError("hardware profile " + origin + ": 'stream_gbs_by_batch' must be an object");
+    for (const auto& el : j["stream_gbs_by_batch"].items())
+      p.stream_gbs_by_batch[el.key()] =
+          by_count(j["stream_gbs_by_batch"], el.key(), origin, "batch", "stream_gbs_by_batch." + el.key());
+  }
+  p.expert_gflops = by_name(j, "core_gflops_experts", origin);
   if (j.contains("efficiency")) {
     const auto& e = j["efficiency"];
     for (auto [key, dst] : {std::pair{"memory", &p.eff_memory}, {"compute", &p.eff_compute}, {"attention", &p.eff_attention}})
@@ -141,13 +195,20 @@ nlohmann::json HwProfile::to_json() const {
   for (const auto& [k, v] : gflops) c[k] = is_cpu() ? v : v / 1000;
   j[is_cpu() ? "core_gflops" : "compute_tflops"] = c;
   if (!gflops_batch1.empty()) j["core_gflops_batch1"] = gflops_batch1;
-  auto threads_json = [](const std::map<int, double>& m) {
+  auto count_json = [](const std::map<int, double>& m) {  // keyed by a count (threads, a head width)
     nlohmann::json o = nlohmann::json::object();
     for (const auto& [t, v] : m) o[std::to_string(t)] = v;
     return o;
   };
-  if (!bandwidth_by_threads.empty()) j["bandwidth_by_threads_gbs"] = threads_json(bandwidth_by_threads);
-  if (!op_overhead_by_threads.empty()) j["op_overhead_by_threads_us"] = threads_json(op_overhead_by_threads);
+  if (!bandwidth_by_threads.empty()) j["bandwidth_by_threads_gbs"] = count_json(bandwidth_by_threads);
+  if (!op_overhead_by_threads.empty()) j["op_overhead_by_threads_us"] = count_json(op_overhead_by_threads);
+  if (!attention_prefill_by_head_dim.empty())
+    j["attention_prefill_gflops_by_head_dim"] = count_json(attention_prefill_by_head_dim);
+  if (!attention_decode_by_head_dim.empty())
+    j["attention_decode_gflops_by_head_dim"] = count_json(attention_decode_by_head_dim);
+  if (!stream_gbs.empty()) j["stream_gbs"] = stream_gbs;
+  for (const auto& [type, by_batch] : stream_gbs_by_batch) j["stream_gbs_by_batch"][type] = count_json(by_batch);
+  if (!expert_gflops.empty()) j["core_gflops_experts"] = expert_gflops;
   if (link_gbs > 0) j["interconnect"] = {{"name", link_name}, {"bandwidth_gbs", link_gbs}, {"latency_us", link_latency_us}};
   j["sources"] = sources;
   return j;

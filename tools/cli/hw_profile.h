@@ -28,6 +28,18 @@ struct HwProfile {
   std::map<int, double> op_overhead_by_threads;  // CPU, measured
   double step_overhead_us = 0;                  // per decode step beyond its ops
   double attention_gflops = 0;  // measured attention rate (all threads); 0: f32's (f16's) x eff_attention
+  // Measured (calibrated CPU profiles), on all `cores` threads: attention's rate by head width, in
+  // prefill (a chunk's queries against the cache) and in decode (one query per sequence).
+  std::map<int, double> attention_prefill_by_head_dim, attention_decode_by_head_dim;
+  // Measured (calibrated CPU profiles): what each weight type's matrix-vector product streams
+  // from memory on all `cores` threads (GB/s), its kernel's own pace included; a type not listed
+  // streams at bandwidth().
+  std::map<std::string, double> stream_gbs;
+  // The same at batches 2, 4, 8 (the columns each product multiplies): type -> batch -> GB/s.
+  std::map<std::string, std::map<int, double>> stream_gbs_by_batch;
+  // Measured (calibrated CPU profiles), per core: each weight type's routed-expert product
+  // (MATMUL_ID: group by expert, gather, a product per expert, scatter) over a prefill's tokens.
+  std::map<std::string, double> expert_gflops;
   double eff_memory = 0.8, eff_compute = 0.6, eff_attention = 0.5;
   std::string link_name;
   double link_gbs = 0, link_latency_us = 0;  // between GPUs, one direction
@@ -38,8 +50,22 @@ struct HwProfile {
   // type measured by name ("q4_K"; else the nearest wider format the profile lists), the cost of
   // one op.
   double bandwidth(int threads) const;
+  // Reading a weight of `type` (a dtype name) at `batch` columns: its measured stream (at the
+  // largest measured batch <= batch), scaled from all cores to `threads` as bandwidth() scales;
+  // else bandwidth(threads).
+  double weight_bandwidth(const std::string& type, int threads, double batch = 1) const;
+  // Attention's GFLOP/s for heads of `head_dim` (the nearest measured width), prefill or decode,
+  // at `threads`; 0 when the profile has no measurement (the model then uses a format's rate).
+  double attention_rate(bool decode, double head_dim, int threads) const;
   double compute_gflops(const std::string& format, int threads, double n_tokens = 1e9) const;
+  // Routed experts of a weight type: its measured expert rate in place of the dense products'
+  // where calibrated (else compute_gflops of `format`).
+  double expert_compute_gflops(const std::string& type, const std::string& format, int threads,
+                               double n_tokens) const;
   double op_us(int threads) const;
+  // g, a large batch's per-core rate of `format`, at n_tokens (toward the batch-1 rate below 64)
+  // on `threads`.
+  double scaled(double g, const std::string& format, int threads, double n_tokens) const;
   nlohmann::json to_json() const;
 };
 

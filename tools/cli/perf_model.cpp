@@ -88,6 +88,8 @@ ModelCosts model_costs(const ModelShape& shape, const std::string& hw_kind, DTyp
         2 * elems, false, false, 1);
   }
   for (auto& [op, m] : by_op) c.matmuls.push_back(m);
+  if (has_output && embd && embd->ne.size() >= 2)  // an untied embedding: a token reads its own row
+    unused += static_cast<double>(embd->bytes) * (1 - 1.0 / static_cast<double>(embd->ne[1]));
   c.weights_bytes_active = c.weights_bytes - unused;
 
   const KvLayout& kv = shape.kv;
@@ -102,6 +104,7 @@ ModelCosts model_costs(const ModelShape& shape, const std::string& hw_kind, DTyp
     const double dk = h.kv_lora_rank > 0 ? static_cast<double>(kv.k_rows[l]) : h.head_dim_k;
     const double dv = h.kv_lora_rank > 0 ? static_cast<double>(h.kv_lora_rank) : h.head_dim_v;
     a.flops_per_pos = 2.0 * h.n_head * (dk + dv);
+    a.head_dim = dk;
     c.attention.push_back(a);
   }
   for (size_t l = 0; l < kv.ssm_rows.size(); ++l)
@@ -119,9 +122,17 @@ namespace {
 
 struct Rates {
   double bw = 0;         // bytes/s, effective
-  double att_flops = 0;  // FLOP/s of attention, effective
   const HwProfile* hw = nullptr;
   const PerfOptions* o = nullptr;
+  // A weight type's stream at `batch` columns where the profile measured it (bytes/s, effective).
+  double weight_bw(const MatmulCost& m, double batch) const {
+    return hw->weight_bandwidth(m.type, o->threads, batch) * 1e9 * hw->eff_memory;
+  }
+  // Attention's FLOP/s, effective: measured by head width where calibrated, else a format's.
+  double att_flops(bool decode, double head_dim) const {
+    const double g = hw->attention_rate(decode, head_dim, o->threads);
+    return g > 0 ? g * 1e9 : hw->compute_gflops(hw->is_cpu() ? "f32" : "f16", o->threads) * 1e9 * hw->eff_attention;
+  }
   double flops(const std::string& format, double n_tokens) const {
     return hw->compute_gflops(format, o->threads, n_tokens) * 1e9 * hw->eff_compute;
   }
@@ -129,15 +140,19 @@ struct Rates {
   double flops(const MatmulCost& m, double n_tokens) const {
     return flops(hw->gflops.count(m.type) ? m.type : m.format, n_tokens);
   }
+  // Routed experts over n_tokens tokens, per_expert of them each: the measured expert product's
+  // rate where calibrated (it was measured over a prefill's tokens), else the dense product's at
+  // an expert's share of the batch.
+  double expert_flops(const MatmulCost& m, double n_tokens, double per_expert) const {
+    if (!hw->expert_gflops.count(m.type)) return flops(m, per_expert);
+    return hw->expert_compute_gflops(m.type, m.format, o->threads, n_tokens) * 1e9 * hw->eff_compute;
+  }
 };
 
 Rates rates(const HwProfile& hw, const PerfOptions& o) {
   Rates r;
   r.hw = &hw, r.o = &o;
   r.bw = hw.bandwidth(o.threads) * 1e9 * hw.eff_memory;
-  r.att_flops = hw.attention_gflops > 0
-                    ? hw.attention_gflops * 1e9 * std::min(1.0, static_cast<double>(o.threads) / std::max(1, hw.cores))
-                    : hw.compute_gflops(hw.is_cpu() ? "f32" : "f16", o.threads) * 1e9 * hw.eff_attention;
   return r;
 }
 
@@ -172,13 +187,20 @@ void finish(StepTime& s, const ModelCosts& c, const HwProfile& hw, const PerfOpt
 void add_matmuls(StepTime& s, const ModelCosts& c, const Rates& r, double n_tokens, double n_outputs) {
   for (const MatmulCost& m : c.matmuls) {
     double bytes = m.bytes, flops = m.flops_per_token * n_tokens;
+    double batch = n_tokens;  // the columns each weight matrix is multiplied by
     if (m.gather) bytes *= n_tokens;
-    if (m.experts) bytes *= expected_distinct_experts(c.n_expert, c.n_expert_used, n_tokens) / c.n_expert;
+    if (m.experts) {
+      const double distinct = expected_distinct_experts(c.n_expert, c.n_expert_used, n_tokens);
+      bytes *= distinct / c.n_expert;
+      batch = n_tokens * c.n_expert_used / std::max(1.0, distinct);  // an expert's share of the tokens
+    }
     if (m.op.rfind("output", 0) == 0) {
       if (n_outputs <= 0) continue;
       flops = m.flops_per_token * n_outputs;
     }
-    add_op(s, m.op, bytes, flops, r.bw, r.flops(m, n_tokens), r.o->tp);
+    // A gathered row is a scattered read: the probe's bandwidth, not a streamed product's.
+    const double rate = m.experts ? r.expert_flops(m, n_tokens, batch) : r.flops(m, n_tokens);
+    add_op(s, m.op, bytes, flops, m.gather ? r.bw : r.weight_bw(m, batch), rate, r.o->tp);
   }
 }
 
@@ -188,12 +210,13 @@ StepTime decode_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions
   const Rates r = rates(hw, o);
   StepTime s;
   add_matmuls(s, c, r, batch, batch);
-  double kv = 0, fl = 0;
+  double kv = 0, seconds = 0, fl = 0;  // seconds: the FLOPs over each layer's rate
   for (const AttentionLayerCost& a : c.attention) {
     const double n = static_cast<double>(a.window > 0 ? std::min<int64_t>(ctx + 1, a.window) : ctx + 1);
     kv += n * a.kv_bytes_per_pos, fl += n * a.flops_per_pos;
+    seconds += n * a.flops_per_pos / r.att_flops(true, a.head_dim);
   }
-  if (!c.attention.empty()) add_op(s, "attention", batch * kv, batch * fl, r.bw, r.att_flops, o.tp, false);
+  if (!c.attention.empty()) add_op(s, "attention", batch * kv, batch * fl, r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * batch * c.state_bytes_per_seq, batch * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   finish(s, c, hw, o, batch);
@@ -205,18 +228,21 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
   const Rates r = rates(hw, o);
   StepTime s;
   add_matmuls(s, c, r, n_tokens, n_outputs);
-  double kv = 0, fl = 0;
+  double kv = 0, fl = 0, seconds = 0;  // seconds: the FLOPs over each layer's rate
   for (const AttentionLayerCost& a : c.attention) {
     // Causal: token i attends to min(pos + i + 1, window) positions; the cache is read once per
     // chunk (flash attention's tiles) and the chunk's own rows written.
+    double layer = 0;
     for (int i = 0; i < n_tokens; ++i) {
       const int64_t n = pos + i + 1;
-      fl += static_cast<double>(a.window > 0 ? std::min<int64_t>(n, a.window) : n) * a.flops_per_pos;
+      layer += static_cast<double>(a.window > 0 ? std::min<int64_t>(n, a.window) : n) * a.flops_per_pos;
     }
+    fl += layer;
+    seconds += layer / r.att_flops(n_tokens == 1, a.head_dim);
     const int64_t read = a.window > 0 ? std::min<int64_t>(pos + n_tokens, a.window + n_tokens) : pos + n_tokens;
     kv += static_cast<double>(read + n_tokens) * a.kv_bytes_per_pos;
   }
-  if (!c.attention.empty()) add_op(s, "attention", kv, fl, r.bw, r.att_flops, o.tp, false);
+  if (!c.attention.empty()) add_op(s, "attention", kv, fl, r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * c.state_bytes_per_seq, n_tokens * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   finish(s, c, hw, o, n_tokens);

@@ -29,6 +29,7 @@ struct AttentionLayerCost {
   int32_t window = 0;        // 0: the whole context
   double kv_bytes_per_pos = 0;
   double flops_per_pos = 0;  // per query token
+  double head_dim = 0;       // q.k's width (MLA: the latent + rope row)
 };
 
 struct ModelCosts {
