@@ -320,13 +320,11 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
     const double r1 = gemv.flops / gemv.time(50) / 1e9, rn = gemm.flops / gemm.time(2) / 1e9 / p.cores;
     p.gflops_batch1[dtype_name(t)] = r1;
     p.gflops[dtype_name(t)] = rn;
-    // What decode really reads at: this type's product at batch 1 on every thread, streaming a
-    // matrix larger than the last-level caches (the kernel's own pace, its prefetch and the
-    // caches' replacement over a cyclic stream included).
-    // A chain of 4096 x 4096 products (9-64 MiB each, a 7B model's projections' size; the 1B
-    // shape's FFN matrices are 2048 x 8192) adding up to the stream's size.
+    // What decode really reads at: this type's product on every thread over more weights than
+    // the last-level caches hold (the kernel's own pace and prefetch included), as a chain of
+    // 4096 x 4096 products (9-64 MiB each, a 7B model's projections' size); at batch 1, and at
+    // 2, 4 and 8 (small batches take other kernels than batch 1's).
     const int chain = stream_chain(t);
-    // At batches 2, 4 and 8 too: small batches take other kernels than batch 1's.
     std::string streams;
     for (int batch : {1, 2, 4, 8}) {
       MatmulBench stream(t, 4096, 4096, batch, p.cores, 256, chain);
