@@ -5,9 +5,10 @@
 // from the moment the last request has its first token to the last token is batched decode's.
 #include "bench_batch.h"
 
+#include "bench_sample.h"
+
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -97,23 +98,16 @@ nlohmann::json bench_batch(const kestrel_model* model, const BatchBench& b,
   std::mt19937 rng(4321);
   const int32_t n_vocab = kestrel_model_n_vocab(model);
   run(engine.get(), b, rng, n_vocab);  // warm-up
-  std::vector<double> ts;
-  for (int r = 0; r < b.reps; ++r) ts.push_back(run(engine.get(), b, rng, n_vocab));
-  double mean = 0, var = 0;
-  for (double v : ts) mean += v / static_cast<double>(ts.size());
-  for (double v : ts) var += (v - mean) * (v - mean);
-  const double sd = ts.size() > 1 ? std::sqrt(var / static_cast<double>(ts.size() - 1)) : 0;
-  std::vector<double> sorted = ts;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t m = sorted.size();
-  const double median = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
+  Sample smp;
+  for (int r = 0; r < b.reps; ++r) smp.ts.push_back(run(engine.get(), b, rng, n_vocab));
+  const double mean = smp.mean(), sd = smp.stddev(), median = smp.median();
   char cells[256];
   std::snprintf(cells, sizeof cells, "%.2f ± %.2f | %.2f | %.2f tokens/s per request (engine, %d concurrent)", mean, sd,
                 median, mean / b.n_parallel, b.n_parallel);
   rows->emplace_back("tg" + std::to_string(b.n_gen) + " x" + std::to_string(b.n_parallel), cells);
   return {{"test", "parallel"},     {"n_parallel", b.n_parallel}, {"n_prompt_per_request", b.n_prompt},
           {"n_prompt", 0},          {"n_gen", b.n_gen},           {"avg_ts", mean},
-          {"stddev_ts", sd},        {"median_ts", median},        {"samples_ts", ts},
+          {"stddev_ts", sd},        {"median_ts", median},        {"samples_ts", smp.ts},
           {"per_request_ts", mean / b.n_parallel}};
 }
 

@@ -26,6 +26,7 @@
 #include "bench_batch.h"
 #include "bench_grammar.h"
 #include "bench_roofline.h"
+#include "bench_sample.h"
 #include "bench_spec.h"
 #include "common.h"
 #include "core/thread_pool.h"
@@ -35,27 +36,6 @@ namespace kestrel::cli {
 namespace {
 
 using nlohmann::json;
-
-struct Sample {
-  std::vector<double> ts;  // one value per repetition (tokens/s, or GB/s for a probe)
-  double mean() const {
-    double s = 0;
-    for (double v : ts) s += v;
-    return ts.empty() ? 0 : s / static_cast<double>(ts.size());
-  }
-  double stddev() const {
-    if (ts.size() < 2) return 0;
-    const double m = mean();
-    double s = 0;
-    for (double v : ts) s += (v - m) * (v - m);
-    return std::sqrt(s / static_cast<double>(ts.size() - 1));
-  }
-  double median() const {
-    std::vector<double> v = ts;
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-  }
-};
 
 // Seconds to decode `tokens` in one batch (pp) or one at a time (tg), into an empty cache or,
 // with depth > 0, after the first `depth` positions of sequence 0 (filled by fill_depth; what a

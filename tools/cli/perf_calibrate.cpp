@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -43,10 +44,53 @@ std::string cpu_model() {
   return "this CPU";
 }
 
+void check(const Status& st) {
+  if (!st.ok()) throw UsageError("calibrate: " + st.message());
+}
+
+// `rows` rows of K weights of `type`, uniform in [-a, a]; only `unique` of them (all when 0) are
+// quantized and the rest repeat them (a large matrix without quantizing all of it: the values do
+// not change the time).
+std::vector<uint8_t> weight_rows(DType type, int64_t K, int64_t rows, int64_t unique, float a, int threads,
+                                 std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-a, a);
+  const int64_t n_quant = unique > 0 ? std::min(unique, rows) : rows;
+  std::vector<float> wf(static_cast<size_t>(K) * n_quant);
+  for (float& v : wf) v = u(rng);
+  const size_t row = dtype_row_size(type, K);
+  std::vector<uint8_t> w(row * static_cast<size_t>(rows));
+  check(quant::convert_rows(DType::F32, wf.data(), type, w.data(), n_quant, K, threads));
+  for (int64_t r = n_quant; r < rows; r += n_quant)
+    std::copy_n(w.begin(), row * static_cast<size_t>(std::min(n_quant, rows - r)), w.begin() + row * r);
+  return w;
+}
+
+// Seconds per run of g over `reps` runs (after one to warm up): the best, or the median (a
+// stream from memory, whose best is a lucky moment of a shared machine's bandwidth).
+double time_runs(Executor& ex, Graph& g, int reps, bool median = false) {
+  check(ex.run(g, 0, g.nodes().size()));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    check(ex.run(g, 0, g.nodes().size()));
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return median ? t[t.size() / 2] : t.front();
+}
+
+// A CPU device and an executor of `threads` on it.
+std::pair<std::unique_ptr<Device>, std::unique_ptr<Executor>> cpu_device(int threads) {
+  auto d = create_device("cpu");
+  check(d.status());
+  auto e = d.value()->create_executor(threads);
+  check(e.status());
+  return {std::move(d.value()), std::move(e.value())};
+}
+
 // A [K, N] weight of `type` from random values, placed as the CPU backend places a model's
 // (repacked where it repacks), times an F32 input of M columns; on its own device and executor.
-// `unique` > 0: only that many rows are quantized and the rest repeat them (a streaming
-// measurement's large matrix without quantizing all of it; the values do not change the time).
+// `unique`: as weight_rows'.
 // `chain` > 1 (square weights): that many copies, each product's output the next one's input, so
 // that each is an op of its own, as a model's layers are (one long product streams better).
 struct MatmulBench {
@@ -62,23 +106,13 @@ struct MatmulBench {
     std::mt19937 rng(7);
     // Chained products keep their activations' scale: weights of variance 1 / K.
     const float a = chain > 1 ? std::sqrt(3.0f / static_cast<float>(K)) : 1.0f;
-    std::uniform_real_distribution<float> u(-a, a), ux(-1, 1);
-    const int64_t n_quant = unique > 0 ? std::min(unique, N) : N;
-    std::vector<float> wf(static_cast<size_t>(K) * n_quant);
-    for (float& v : wf) v = u(rng);
-    const size_t row = dtype_row_size(type, K);
-    std::vector<uint8_t> w(row * static_cast<size_t>(N));
-    check(quant::convert_rows(DType::F32, wf.data(), type, w.data(), n_quant, K, threads));
-    for (int64_t r = n_quant; r < N; r += n_quant)
-      std::copy_n(w.begin(), row * static_cast<size_t>(std::min(n_quant, N - r)), w.begin() + row * r);
+    const std::vector<uint8_t> w = weight_rows(type, K, N, unique, a, threads, rng);
     gguf::Writer writer;
     for (int c = 0; c < chain; ++c) check(writer.add_tensor("w" + std::to_string(c), type, {K, N}, w.data(), w.size()));
     auto f = gguf::File::from_bytes(writer.to_bytes(), "<calibrate>");
     check(f.status());
     file = std::move(f.value());
-    auto d = create_device("cpu");
-    check(d.status());
-    dev = std::move(d.value());
+    std::tie(dev, ex) = cpu_device(threads);
     for (int c = 0; c < chain; ++c) {
       const std::string name = "w" + std::to_string(c);
       const gguf::TensorInfo& ti = file->tensors().at(static_cast<size_t>(c));
@@ -86,7 +120,7 @@ struct MatmulBench {
       tensors.at(name).name = name;
     }
     check(dev->place_weights(*file, tensors, {}));
-    set_threads(threads);
+    std::uniform_real_distribution<float> ux(-1, 1);
     x.resize(static_cast<size_t>(K) * M);
     for (float& v : x) v = ux(rng);
     y.resize(static_cast<size_t>(N) * M);
@@ -99,60 +133,34 @@ struct MatmulBench {
     flops = 2.0 * K * N * M * chain;
     bytes = static_cast<double>(w.size()) * chain;
   }
-  void set_threads(int threads) {
-    ex.reset();
-    auto e = dev->create_executor(threads);
-    check(e.status());
-    ex = std::move(e.value());
-  }
-  static void check(const Status& st) {
-    if (!st.ok()) throw UsageError("calibrate: " + st.message());
-  }
-  // Seconds per run over `reps` runs (after one to warm up): the best, or the median (a stream
-  // from memory, whose best is a lucky moment of a shared machine's bandwidth).
-  double time(int reps, bool median = false) {
-    check(ex->run(g, 0, g.nodes().size()));
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      check(ex->run(g, 0, g.nodes().size()));
-      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return median ? t[t.size() / 2] : t.front();
-  }
+  double time(int reps, bool median = false) { return time_runs(*ex, g, reps, median); }
 };
 
 // MATMUL_ID: E experts' [K, N] weights of `type` (placed as a model's, named as its expert
 // tensors), T tokens of one input each choosing k distinct experts at random.
 struct ExpertBench {
-  MatmulBench base;  // its device and executor (its own single product is not run)
   std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Executor> ex;
   std::unordered_map<std::string, Tensor> tensors;
   std::vector<float> x, y;
   std::vector<int32_t> ids;
   Graph g;
   double flops = 0;
-  ExpertBench(DType type, int64_t K, int64_t N, int64_t E, int64_t k, int64_t T, int threads)
-      : base(type, K, 256, 1, threads) {
+  ExpertBench(DType type, int64_t K, int64_t N, int64_t E, int64_t k, int64_t T, int threads) {
     std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> wf(static_cast<size_t>(K) * 256);
-    for (float& v : wf) v = u(rng);
-    const size_t row = dtype_row_size(type, K);
-    std::vector<uint8_t> w(row * static_cast<size_t>(N * E));
-    MatmulBench::check(quant::convert_rows(DType::F32, wf.data(), type, w.data(), 256, K, threads));
-    for (int64_t r = 256; r < N * E; r += 256)  // every row repeats the first 256 (the time is the same)
-      std::copy_n(w.begin(), row * static_cast<size_t>(std::min<int64_t>(256, N * E - r)), w.begin() + row * r);
+    const std::vector<uint8_t> w = weight_rows(type, K, N * E, 256, 1.0f, threads, rng);
     const std::string name = "blk.0.ffn_gate_exps.weight";
     gguf::Writer writer;
-    MatmulBench::check(writer.add_tensor(name, type, {K, N, E}, w.data(), w.size()));
+    check(writer.add_tensor(name, type, {K, N, E}, w.data(), w.size()));
     auto f = gguf::File::from_bytes(writer.to_bytes(), "<calibrate experts>");
-    MatmulBench::check(f.status());
+    check(f.status());
     file = std::move(f.value());
+    std::tie(dev, ex) = cpu_device(threads);
     tensors.emplace(name, make_tensor(type, K, N, E, 1, const_cast<uint8_t*>(file->tensor_data(file->tensors().at(0)))));
     tensors.at(name).name = name;
-    MatmulBench::check(base.dev->place_weights(*file, tensors, {}));
+    check(dev->place_weights(*file, tensors, {}));
+    std::uniform_real_distribution<float> u(-1, 1);
     x.resize(static_cast<size_t>(K * T));
     for (float& v : x) v = u(rng);
     y.resize(static_cast<size_t>(N * k * T));
@@ -167,16 +175,7 @@ struct ExpertBench {
           g.external(make_tensor(DType::I32, k, T, 1, 1, ids.data())));
     flops = 2.0 * K * N * k * T;
   }
-  double time(int reps) {
-    MatmulBench::check(base.ex->run(g, 0, g.nodes().size()));
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      MatmulBench::check(base.ex->run(g, 0, g.nodes().size()));
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  }
+  double time(int reps) { return time_runs(*ex, g, reps); }
 };
 
 // Attention's rates for heads of `head_dim`: a one-layer model of the Llama-3.2-1B shape's width
@@ -202,14 +201,14 @@ AttentionRates attention_rates(int head_dim, int threads) {
   SynthOptions so;
   so.weight_type = DType::Q8_0;
   auto w = synth_model(*arch, cfg, so);
-  MatmulBench::check(w.status());
+  check(w.status());
   auto f = gguf::File::from_bytes(w.value().to_bytes(), "<calibrate attention>");
-  MatmulBench::check(f.status());
+  check(f.status());
   ModelLoadOptions lo;
   lo.backend = "cpu";
   lo.n_threads = threads;
   auto m = Model::from_file(std::move(f.value()), lo);
-  MatmulBench::check(m.status());
+  check(m.status());
   ContextOptions co;
   co.n_ctx = 2048 + 64;
   co.n_batch = 512;
@@ -231,21 +230,21 @@ AttentionRates attention_rates(int head_dim, int threads) {
     std::vector<double> t;
     for (int i = 0; i < n; ++i) {
       const int32_t pos = ctx.kv().seq_pos_max(0) + 1;
-      t.push_back(seconds([&] { MatmulBench::check(ctx.decode({.tokens = {&one, 1}})); }));
-      MatmulBench::check(ctx.kv().seq_remove(0, pos, -1));
+      t.push_back(seconds([&] { check(ctx.decode({.tokens = {&one, 1}})); }));
+      check(ctx.kv().seq_remove(0, pos, -1));
     }
     return median(t);
   };
   std::vector<double> prefill_extra, decode_extra;  // per round: the later chunk's (token's) extra seconds
   for (int rep = 0; rep < 3; ++rep) {
     auto ctx = Context::create(*m.value(), co);
-    MatmulBench::check(ctx.status());
-    MatmulBench::check(ctx.value()->decode({.tokens = {&one, 1}}));
+    check(ctx.status());
+    check(ctx.value()->decode({.tokens = {&one, 1}}));
     const double dec1 = decode_at(*ctx.value(), 15);
-    MatmulBench::check(ctx.value()->kv().seq_remove(0, 0, -1));
+    check(ctx.value()->kv().seq_remove(0, 0, -1));
     double t0 = 0, t3 = 0;
     for (int c = 0; c < 4; ++c) {
-      const double t = seconds([&] { MatmulBench::check(ctx.value()->decode({.tokens = chunk})); });
+      const double t = seconds([&] { check(ctx.value()->decode({.tokens = chunk})); });
       if (c == 0) t0 = t;
       if (c == 3) t3 = t;
     }
