@@ -251,6 +251,7 @@ TEST_CASE("kestrel bench --parallel: batched decode through the engine") {
   CHECK(run("bench -m " + model + " -p 0 -n 4 --parallel 0").code == 2);
   CHECK(run("bench -m " + model + " -p 0 -n 4 --parallel 65").code == 2);
   CHECK(run("bench -m " + model + " -p 0 -n 1 --parallel 2").code == 2);  // decode is timed after the first token
+  CHECK(run("bench -m " + model + " -p 0 -n 4 --n-depth 8 --parallel 2").code == 2);  // from an empty cache only
 }
 
 TEST_CASE("kestrel run, serve and bench: speculative decoding options") {

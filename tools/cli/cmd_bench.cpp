@@ -144,6 +144,7 @@ int cmd_bench(const Args& a) {
     parallel = token_counts("--parallel", a.str("--parallel"));
     for (int np : parallel)
       if (np < 1 || np > 64) throw UsageError("bench: --parallel takes 1..64 requests");
+    if (depths != std::vector<int>{0}) throw UsageError("bench: --parallel starts from an empty cache: drop --n-depth");
     if (std::none_of(tests.begin(), tests.end(), [](auto t) { return t.first && t.second >= 2; }))
       throw UsageError("bench: --parallel times decode after each request's first token: give -n >= 2");
   }
