@@ -1,17 +1,19 @@
 // ATTENTION on the CPU (AVX2/FMA/F16C): the reference's semantics (F16-rounded queries and
-// probabilities for an F16, FP8, Q8_0 or Q4_0 cache, sinks, soft-capping, sliding window) with
-// SIMD dot products and FP32 accumulation; quantized caches are read in place, eight values at a
-// time. Work is split by token, round-robin, so a causal prompt's long rows (the
-// last tokens) are spread over all threads.
+// probabilities for an F16, FP8, Q8_0 or Q4_0 cache, sinks, soft-capping, sliding window) in
+// tiles of queries against blocks of cells, with FP32 accumulation; quantized caches are
+// converted a block of rows at a time. Tiles go to threads as they free up, the longest first.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/kernels/attention_tiles.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/simd.h"
 #include "backends/cpu/kernels/hsum_avx2.h"
 #include "core/fp16.h"
 #include "tensor/quants/fp8.h"
@@ -88,76 +90,383 @@ inline float load1(const void* p, int64_t i) {
   }
 }
 
-// q . row[e0 .. e0+n) and acc += p * row[e0 .. e0+n), the row read in place.
+// The kernel works on tiles: up to kMaxTileTokens tokens of one sequence (they share its block
+// table) and some query heads of one kv head's group, the tile's "rows" (token-major). The
+// sequence's cells are taken kBC at a time: their K rows converted to F32 once and transposed
+// (kt[d][cell]), so that a row's 16 scores grow in vectors of FMAs along the head dimension with
+// no horizontal sums, for every row of the tile at once; V rows likewise, P·V as 16 output
+// values in registers per row (attention_tiles.h: the inner loops, AVX2 here, AVX-512 in
+// attention_avx512.cpp). Scores live in a per-tile buffer (the two-pass softmax below).
+//
+// Every value a row computes goes through the same operations in the same order whatever the
+// tile holds, how the batch is cut into tiles, and how many cells past the token's reach its
+// sequence's table has: a score is FMA chains of kChain dimensions summed in order (chains of the
+// whole head were less exact: gpt-oss's FP8 model moved past its 1e-6 bound against the
+// reference), the sum of exp runs in eight lanes by cell index (then a fixed horizontal sum),
+// and an output value is one FMA chain over the cells in table order (a cell no row of the tile
+// can see has p = 0 and a zeroed V row, and exact zeros change no sum). So a token's attention
+// is bit for bit the same in a prompt, in a decode step or beside other sequences
+// (test_attention_invariance.cpp; the engine's batch-invariance test relies on it).
+// The softmax keeps the reference's rounding: max, then sum of exp(s - max), then the normalised
+// p (F16-rounded for a non-F32 V cache) times V.
+using attn::kBC;
+using attn::kChain;
+constexpr int kMaxTileTokens = 32;            // tokens per tile
+constexpr int64_t kScoreBudget = 512 * 1024;  // floats of scores a tile keeps (2 MiB)
+constexpr int kRowBlock = 4;                  // rows per AVX2 microkernel call
+
+using ConvertFn = void (*)(const void* row, int64_t e0, int64_t n, float* out);
+
+// n values of a cache row from element e0 (a multiple of 8 for the block types), as floats.
 template <int kT>
-float dot(const float* q, const void* row, int64_t e0, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+void convert_row(const void* row, int64_t e0, int64_t n, float* out) {
   int64_t d = 0;
-  for (; d + 16 <= n; d += 16) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<kT>(row, e0 + d), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load8<kT>(row, e0 + d + 8), a1);
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, load8<kT>(row, e0 + d));
+  for (; d < n; ++d) out[d] = load1<kT>(row, e0 + d);
+}
+
+ConvertFn convert_fn(int kt) {
+  switch (kt) {
+    case kF16: return convert_row<kF16>;
+    case kF8: return convert_row<kF8>;
+    case kQ8: return convert_row<kQ8>;
+    case kQ4: return convert_row<kQ4>;
+    default: return convert_row<kF32>;
   }
-  for (; d + 8 <= n; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<kT>(row, e0 + d), a0);
-  float s = hsum(_mm256_add_ps(a0, a1));
-  for (; d < n; ++d) s += q[d] * load1<kT>(row, e0 + d);
-  return s;
 }
 
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// K rows of a block (rows[j], nullptr: a cell no row sees, zeros), values [e0, e0 + hd) of each,
+// converted and transposed to kt[d * kBC + j] for d < hdk8 (zeros past hd): eight cells' eight
+// values at a time, loaded straight from the cache into registers and transposed there.
+using KBlockFn = void (*)(const void* const* rows, int64_t e0, int64_t hd, int64_t hdk8, float* kt);
 template <int kT>
-void axpy(float p, const void* row, int64_t e0, float* acc, int64_t n) {
-  const __m256 pv = _mm256_set1_ps(p);
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, load8<kT>(row, e0 + d), _mm256_loadu_ps(acc + d)));
-  for (; d < n; ++d) acc[d] += p * load1<kT>(row, e0 + d);
-}
-
-template <int kK, int kV>
-void attend_token(const Node& n, int64_t t, int64_t h0, int64_t h1, std::vector<float>& qr, std::vector<float>& scores,
-                  std::vector<float>& acc) {
-  const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2], *sinks = n.src[3];
-  const AttentionBatch b = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data));
-  const int64_t hd_k = q->ne[0], n_head = q->ne[1], hd_v = n.dst->ne[0];
-  const int64_t group = n_head / (kc->ne[0] / hd_k);
-  const AttentionParams& ap = n.param<AttentionParams>();
-  const float scale = ap.scale, softcap = ap.softcap;
-  const int32_t window = ap.window;
-  for (int64_t h = h0; h < h1; ++h) {
-    const int64_t kvh = h / group;
-    const float* qp = q->f32(h, t);
-    for (int64_t d = 0; d < hd_k; ++d) qr[static_cast<size_t>(d)] = kK != kF32 ? round_fp16(qp[d]) : qp[d];
-    const int32_t tt = static_cast<int32_t>(t), nc = b.n_cells_of(tt);
-    float mx = -std::numeric_limits<float>::infinity();
-    b.for_each_cell(tt, [&](int32_t i, int32_t c) {  // the cells of t's block table, in order
-      if (!b.visible(tt, c, window)) {
-        scores[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
-        return;
+void k_block(const void* const* rows, int64_t e0, int64_t hd, int64_t hdk8, float* kt) {
+  for (int64_t d0 = 0; d0 < hdk8; d0 += 8)
+    for (int h = 0; h < kBC; h += 8) {
+      __m256 r8[8];
+      for (int k = 0; k < 8; ++k) {
+        const void* row = rows[h + k];
+        if (!row) {
+          r8[k] = _mm256_setzero_ps();
+        } else if (d0 + 8 <= hd) {
+          r8[k] = load8<kT>(row, e0 + d0);
+        } else {  // a head size that is not a multiple of 8 (F32 and F16 caches only)
+          alignas(32) float f[8] = {};
+          for (int64_t d = d0; d < hd; ++d) f[d - d0] = load1<kT>(row, e0 + d);
+          r8[k] = _mm256_load_ps(f);
+        }
       }
-      float s = dot<kK>(qr.data(), kc->row(c), kvh * hd_k, hd_k);
-      s = softcap > 0 ? softcap * std::tanh(s * scale / softcap) : s * scale;
-      scores[static_cast<size_t>(i)] = s;
-      mx = std::max(mx, s);
-    });
-    const float sink = sinks ? static_cast<const float*>(sinks->data)[h] : -INFINITY;
-    mx = std::max(mx, sink);
-    float sum = sinks ? std::exp(sink - mx) : 0.0f;
-    for (int32_t i = 0; i < nc; ++i) {
-      float& s = scores[static_cast<size_t>(i)];
-      s = std::isinf(s) ? 0.0f : std::exp(s - mx);
-      sum += s;
+      transpose8(r8);
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(kt + (d0 + k) * kBC + h, r8[k]);
     }
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-    b.for_each_cell(tt, [&](int32_t i, int32_t c) {
-      const float e = scores[static_cast<size_t>(i)];
-      if (e == 0.0f) return;
-      float p = e * inv;
-      if (kV != kF32) p = round_fp16(p);
-      axpy<kV>(p, vc->row(c), kvh * hd_v, acc.data(), hd_v);
-    });
-    float* out = n.dst->f32(h, t);
-    for (int64_t d = 0; d < hd_v; ++d) out[d] = acc[static_cast<size_t>(d)];
+}
+
+KBlockFn k_block_fn(int kt) {
+  switch (kt) {
+    case kF16: return k_block<kF16>;
+    case kF8: return k_block<kF8>;
+    case kQ8: return k_block<kQ8>;
+    case kQ4: return k_block<kQ4>;
+    default: return k_block<kF32>;
   }
+}
+
+// exp(x) for x <= 0 (Cephes' expf polynomial on x - n ln2, scaled by 2^n); 0 below -87.3, where
+// exp leaves the normal floats (and for x = -inf: the masked scores).
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// The AVX2 inner loops (attention_tiles.h): a block's 16 cells are two 256-bit registers per row,
+// four rows at a time.
+template <int NR>
+void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t hdk, float* s, int64_t lds) {
+  __m256 tot[NR][2];
+  for (int r = 0; r < NR; ++r) tot[r][0] = tot[r][1] = _mm256_setzero_ps();
+  for (int64_t d0 = 0; d0 < hdk; d0 += kChain) {
+    __m256 a[NR][2];
+    for (int r = 0; r < NR; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int64_t d = d0, e = std::min(hdk, d0 + kChain); d < e; ++d) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * kBC), k1 = _mm256_loadu_ps(kt + d * kBC + 8);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 qb = _mm256_broadcast_ss(q + r * ldq + d);
+        a[r][0] = _mm256_fmadd_ps(qb, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(qb, k1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int h = 0; h < 2; ++h) tot[r][h] = d0 == 0 ? a[r][h] : _mm256_add_ps(tot[r][h], a[r][h]);
+  }
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(s + r * lds, tot[r][0]), _mm256_storeu_ps(s + r * lds + 8, tot[r][1]);
+}
+
+void scores_avx2(const float* q, int64_t ldq, int64_t nr, const float* kt, int64_t hdk, float* s, int64_t lds) {
+  int64_t r = 0;
+  for (; r + kRowBlock <= nr; r += kRowBlock) scores_rows<kRowBlock>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+  for (; r < nr; ++r) scores_rows<1>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+}
+
+template <int NR>
+void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o, int64_t ldo, int64_t hdv8) {
+  int64_t d0 = 0;
+  for (; d0 + 16 <= hdv8; d0 += 16) {
+    __m256 a[NR][2];
+    for (int r = 0; r < NR; ++r)
+      a[r][0] = _mm256_loadu_ps(o + r * ldo + d0), a[r][1] = _mm256_loadu_ps(o + r * ldo + d0 + 8);
+    for (int j = 0; j < kBC; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(vb + j * ldv + d0), v1 = _mm256_loadu_ps(vb + j * ldv + d0 + 8);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 pb = _mm256_broadcast_ss(p + r * lds + j);
+        a[r][0] = _mm256_fmadd_ps(pb, v0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(pb, v1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      _mm256_storeu_ps(o + r * ldo + d0, a[r][0]), _mm256_storeu_ps(o + r * ldo + d0 + 8, a[r][1]);
+  }
+  if (d0 < hdv8) {
+    __m256 a[NR];
+    for (int r = 0; r < NR; ++r) a[r] = _mm256_loadu_ps(o + r * ldo + d0);
+    for (int j = 0; j < kBC; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(vb + j * ldv + d0);
+      for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * lds + j), v0, a[r]);
+    }
+    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(o + r * ldo + d0, a[r]);
+  }
+}
+
+void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
+             int64_t hdv8) {
+  int64_t r = 0;
+  for (; r + kRowBlock <= nr; r += kRowBlock) pv_rows<kRowBlock>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+  for (; r < nr; ++r) pv_rows<1>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+}
+
+const attn::Microkernels kAvx2{scores_avx2, pv_avx2};
+
+// A tile: tokens [t0, t1) of one sequence, query heads [h0, h1) of kv head kvh's group.
+struct Tile {
+  int32_t t0, t1;
+  int64_t kvh, h0, h1;
+};
+
+struct Scratch {
+  std::vector<float> q, s, kt, vb, o, mxv;
+  std::vector<int32_t> cells, cpos;
+  std::vector<uint32_t> any;  // per block: the cells some token of the tile sees
+};
+
+inline int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
+
+struct TileKernel {
+  const Node& n;
+  AttentionBatch b;
+  KBlockFn k_block;
+  ConvertFn conv_v;
+  bool round_q, round_p;
+  int64_t hd_k, hd_v, hdk8, hdv8, group;
+  float scale, softcap;
+  int32_t window;
+  const float* sinks;
+
+  void run(const Tile& tl, const attn::Microkernels& mk, Scratch& w) const {
+    const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
+    const int64_t nh = tl.h1 - tl.h0, nt = tl.t1 - tl.t0, R = nh * nt;
+    const int32_t nc = b.n_cells_of(tl.t0), nblk = (nc + kBC - 1) / kBC;
+    // Rows of scores 64 bytes longer than the blocks: at a power-of-two stride the block's rows
+    // would share a few L1 sets (4 KiB aliasing), and the scores' reload right after the inner
+    // loop's stores missed.
+    const int64_t lds = static_cast<int64_t>(nblk + 1) * kBC;
+    w.q.assign(static_cast<size_t>(R * hdk8), 0.0f);
+    w.s.resize(static_cast<size_t>(R * lds));
+    w.o.assign(static_cast<size_t>(R * hdv8), 0.0f);
+    w.cells.resize(static_cast<size_t>(nc));
+    w.kt.resize(static_cast<size_t>(hdk8 * kBC));
+    w.vb.resize(static_cast<size_t>(kBC * hdv8));
+    b.for_each_cell(tl.t0, [&](int32_t i, int32_t c) { w.cells[static_cast<size_t>(i)] = c; });
+    for (int64_t ti = 0; ti < nt; ++ti)
+      for (int64_t hi = 0; hi < nh; ++hi) {
+        const float* qp = q->f32(tl.h0 + hi, tl.t0 + ti);
+        float* qr = w.q.data() + (ti * nh + hi) * hdk8;
+        for (int64_t d = 0; d < hd_k; ++d) qr[d] = round_q ? round_fp16(qp[d]) : qp[d];
+      }
+    // Pass 1: the scores, masked to -inf where a row's token cannot see the cell. A token's
+    // visible cells of a block as lane masks: a cell position p (-1: empty, as past the table's
+    // end) is seen from position tp when 0 <= p <= tp and, with a window W, p > tp - W.
+    const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), vscale = _mm256_set1_ps(scale);
+    w.cpos.resize(static_cast<size_t>(lds));
+    for (int64_t i = 0; i < lds; ++i) w.cpos[static_cast<size_t>(i)] = i < nc ? b.cell_pos[w.cells[static_cast<size_t>(i)]] : -1;
+    w.any.assign(static_cast<size_t>(nblk), 0);
+    w.mxv.assign(static_cast<size_t>(R * 8), -std::numeric_limits<float>::infinity());
+    __m256 vm[kMaxTileTokens][2];
+    for (int32_t bk = 0; bk < nblk; ++bk) {
+      const int32_t i0 = bk * kBC;
+      uint32_t any = 0;
+      for (int64_t ti = 0; ti < nt; ++ti) {
+        const int32_t tp = b.token_pos[tl.t0 + ti];
+        const __m256i lo = _mm256_set1_epi32(window > 0 ? std::max(-1, tp - window) : -1), hi = _mm256_set1_epi32(tp + 1);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.cpos.data() + i0 + 8 * h));
+          vm[ti][h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(p, lo), _mm256_cmpgt_epi32(hi, p)));
+          any |= static_cast<uint32_t>(_mm256_movemask_ps(vm[ti][h])) << (8 * h);
+        }
+      }
+      w.any[static_cast<size_t>(bk)] = any;
+      float* sblk = w.s.data() + i0;
+      if (!any) {
+        for (int64_t r = 0; r < R; ++r) _mm256_storeu_ps(sblk + r * lds, ninf), _mm256_storeu_ps(sblk + r * lds + 8, ninf);
+        continue;
+      }
+      // K rows of the visible cells (others zero), transposed to kt[d][j].
+      const void* rows[kBC];
+      for (int j = 0; j < kBC; ++j) rows[j] = any >> j & 1 ? kc->row(w.cells[static_cast<size_t>(i0 + j)]) : nullptr;
+      k_block(rows, tl.kvh * hd_k, hd_k, hdk8, w.kt.data());
+      mk.scores(w.q.data(), hdk8, R, w.kt.data(), hdk8, sblk, lds);
+      for (int64_t r = 0; r < R; ++r) {  // scale or soft-cap, mask, and the row's running max (in lanes)
+        const __m256* m = vm[r / nh];
+        __m256 v[2];
+        for (int h = 0; h < 2; ++h) {
+          float* f = sblk + r * lds + 8 * h;
+          if (softcap > 0) {
+            for (int j = 0; j < 8; ++j) f[j] = softcap * std::tanh(f[j] * scale / softcap);
+            v[h] = _mm256_loadu_ps(f);
+          } else {
+            v[h] = _mm256_mul_ps(_mm256_loadu_ps(f), vscale);
+          }
+          v[h] = _mm256_blendv_ps(ninf, v[h], m[h]);
+          _mm256_storeu_ps(f, v[h]);
+        }
+        float* mx = w.mxv.data() + r * 8;
+        _mm256_storeu_ps(mx, _mm256_max_ps(_mm256_loadu_ps(mx), _mm256_max_ps(v[0], v[1])));
+      }
+    }
+    // Softmax: exp(s - max) (the sink joins the max and the sum), the sum in lanes by cell index,
+    // then p = e / sum, F16-rounded for a non-F32 V cache.
+    for (int64_t r = 0; r < R; ++r) {
+      float* sr = w.s.data() + r * lds;
+      const float sink = sinks ? sinks[tl.h0 + r % nh] : -std::numeric_limits<float>::infinity();
+      const float mx = std::max(hmax(_mm256_loadu_ps(w.mxv.data() + r * 8)), sink);
+      if (mx == -std::numeric_limits<float>::infinity()) {  // nothing visible, no sink: zeros
+        std::fill(sr, sr + lds, 0.0f);
+        continue;
+      }
+      const __m256 vmx = _mm256_set1_ps(mx);
+      __m256 vsum = _mm256_setzero_ps();
+      for (int32_t bk = 0; bk < nblk; ++bk) {
+        if (!w.any[static_cast<size_t>(bk)]) continue;
+        for (int h = 0; h < kBC; h += 8) {
+          const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sr + bk * kBC + h), vmx));
+          _mm256_storeu_ps(sr + bk * kBC + h, e);
+          vsum = _mm256_add_ps(vsum, e);
+        }
+      }
+      const float sum = hsum(vsum) + (sinks ? std::exp(sink - mx) : 0.0f);
+      const __m256 inv = _mm256_set1_ps(sum > 0 ? 1.0f / sum : 0.0f);
+      for (int32_t bk = 0; bk < nblk; ++bk) {
+        if (!w.any[static_cast<size_t>(bk)]) continue;
+        for (int h = 0; h < kBC; h += 8) {
+          __m256 p = _mm256_mul_ps(_mm256_loadu_ps(sr + bk * kBC + h), inv);
+          if (round_p) p = _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+          _mm256_storeu_ps(sr + bk * kBC + h, p);
+        }
+      }
+    }
+    // Pass 2: O += P V over the blocks some row can see.
+    for (int32_t bk = 0; bk < nblk; ++bk) {
+      const uint32_t any = w.any[static_cast<size_t>(bk)];
+      if (!any) continue;
+      const int32_t i0 = bk * kBC;
+      for (int j = 0; j < kBC; ++j) {
+        float* v = w.vb.data() + j * hdv8;
+        if (any >> j & 1) {
+          conv_v(vc->row(w.cells[static_cast<size_t>(i0 + j)]), tl.kvh * hd_v, hd_v, v);
+          std::fill(v + hd_v, v + hdv8, 0.0f);
+        } else {
+          std::fill(v, v + hdv8, 0.0f);
+        }
+      }
+      mk.pv(w.s.data() + i0, lds, R, w.vb.data(), hdv8, w.o.data(), hdv8, hdv8);
+    }
+    for (int64_t ti = 0; ti < nt; ++ti)
+      for (int64_t hi = 0; hi < nh; ++hi) {
+        const float* o = w.o.data() + (ti * nh + hi) * hdv8;
+        std::copy(o, o + hd_v, n.dst->f32(tl.h0 + hi, tl.t0 + ti));
+      }
+  }
+};
+
+// The batch's tiles: runs of tokens of one sequence, cut so that a tile's scores fit the budget,
+// times each kv head, times pieces of its group (when the group's rows alone exceed the budget,
+// or when there are too few tiles to keep every thread busy). Within a kv head, the longest
+// (latest) tiles first.
+std::vector<Tile> make_tiles(const AttentionBatch& b, int64_t n_kv, int64_t group, int nth) {
+  struct Run {
+    int32_t t0, t1;
+    int64_t hs;
+  };
+  std::vector<Run> runs;
+  for (int32_t t = 0; t < b.n_tokens;) {
+    int32_t e = t + 1;
+    while (e < b.n_tokens && b.token_seq[e] == b.token_seq[t]) ++e;
+    const int64_t lds = (b.n_cells_of(t) + kBC - 1) / kBC * kBC;
+    int64_t hs = group;
+    while (hs > 1 && hs * lds > kScoreBudget) hs = (hs + 1) / 2;
+    const int32_t tq = static_cast<int32_t>(std::clamp<int64_t>(kScoreBudget / (hs * lds), 1, kMaxTileTokens));
+    for (int32_t t0 = t; t0 < e; t0 += tq) runs.push_back({t0, std::min(e, t0 + tq), hs});
+    t = e;
+  }
+  size_t n_items = 0;
+  for (const Run& r : runs) n_items += static_cast<size_t>(n_kv * ((group + r.hs - 1) / r.hs));
+  // Kv head by kv head, so that consecutive tiles read the same K and V rows (from L2, not L3).
+  std::vector<Tile> tiles;
+  for (int64_t kvh = 0; kvh < n_kv; ++kvh)
+    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+      int64_t hs = it->hs;
+      if (n_items < static_cast<size_t>(nth)) {  // decode with fewer kv heads than threads (MLA: one)
+        const int64_t pieces = (nth + static_cast<int64_t>(n_items) - 1) / static_cast<int64_t>(n_items);
+        hs = (hs + pieces - 1) / pieces;  // every piece converts the same K and V rows: no more than needed
+      }
+      for (int64_t h = 0; h < group; h += hs)
+        tiles.push_back({it->t0, it->t1, kvh, kvh * group + h, kvh * group + std::min(group, h + hs)});
+    }
+  return tiles;
 }
 
 }  // namespace
@@ -176,38 +485,30 @@ bool attention_supported(const Node& n) {
 
 void attention(const Node& n, ThreadPool& pool) {
   const int kt = kt_of(n.src[1]->type), vt = kt_of(n.src[2]->type);
-  const int64_t T = n.src[0]->ne[2];
-  const AttentionBatch batch = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data));
-  const AttentionBatch* b = &batch;
-  const int64_t n_head = n.src[0]->ne[1];
-  pool.run([&](int ith, int nth) {
-    std::vector<float> qr(static_cast<size_t>(n.src[0]->ne[0])), scores(static_cast<size_t>(b->max_cells)),
-        acc(static_cast<size_t>(n.dst->ne[0]));
-    auto attend = [&](int64_t t, int64_t h0, int64_t h1) {
-      // FP8 comes in pairs; F16 and F32 mix (tests), and so do F16, Q8_0 and Q4_0
-      // (--cache-type-k/-v).
-      if (kt == kQ8 && vt == kQ8) attend_token<kQ8, kQ8>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kQ4 && vt == kQ4) attend_token<kQ4, kQ4>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kQ8 && vt == kQ4) attend_token<kQ8, kQ4>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kQ4 && vt == kQ8) attend_token<kQ4, kQ8>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kQ8) attend_token<kQ8, kF16>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kQ4) attend_token<kQ4, kF16>(n, t, h0, h1, qr, scores, acc);
-      else if (vt == kQ8) attend_token<kF16, kQ8>(n, t, h0, h1, qr, scores, acc);
-      else if (vt == kQ4) attend_token<kF16, kQ4>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kF8 && vt == kF8) attend_token<kF8, kF8>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kF16 && vt == kF16) attend_token<kF16, kF16>(n, t, h0, h1, qr, scores, acc);
-      else if (kt == kF16) attend_token<kF16, kF32>(n, t, h0, h1, qr, scores, acc);
-      else if (vt == kF16) attend_token<kF32, kF16>(n, t, h0, h1, qr, scores, acc);
-      else attend_token<kF32, kF32>(n, t, h0, h1, qr, scores, acc);
-    };
-    if (T >= nth) {
-      for (int64_t t = ith; t < T; t += nth) attend(t, 0, n_head);
-    } else {  // decode: split the heads instead
-      int64_t h0, h1;
-      ThreadPool::split(n_head, ith, nth, &h0, &h1);
-      for (int64_t t = 0; t < T; ++t)
-        if (h0 < h1) attend(t, h0, h1);
-    }
+  const AttentionParams& ap = n.param<AttentionParams>();
+  const int64_t hd_k = n.src[0]->ne[0], n_head = n.src[0]->ne[1], hd_v = n.dst->ne[0];
+  const int64_t n_kv = n.src[1]->ne[0] / hd_k, group = n_head / n_kv;
+  const TileKernel k{.n = n,
+                     .b = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data)),
+                     .k_block = k_block_fn(kt),
+                     .conv_v = convert_fn(vt),
+                     .round_q = kt != kF32,
+                     .round_p = vt != kF32,
+                     .hd_k = hd_k,
+                     .hd_v = hd_v,
+                     .hdk8 = round8(hd_k),
+                     .hdv8 = round8(hd_v),
+                     .group = group,
+                     .scale = ap.scale,
+                     .softcap = ap.softcap,
+                     .window = ap.window,
+                     .sinks = n.src[3] ? static_cast<const float*>(n.src[3]->data) : nullptr};
+  const std::vector<Tile> tiles = make_tiles(k.b, n_kv, group, pool.size());
+  std::atomic<size_t> next{0};
+  const attn::Microkernels& mk = use_avx512() && attn::avx512_microkernels() ? *attn::avx512_microkernels() : kAvx2;
+  pool.run([&](int, int) {
+    thread_local Scratch w;  // kept between calls: a decode step's 2 x layers calls allocate nothing
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tiles.size();) k.run(tiles[i], mk, w);
   });
 }
 
