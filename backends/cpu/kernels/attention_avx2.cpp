@@ -1,7 +1,8 @@
 // ATTENTION on the CPU (AVX2/FMA/F16C): the reference's semantics (F16-rounded queries and
 // probabilities for an F16, FP8, Q8_0 or Q4_0 cache, sinks, soft-capping, sliding window) in
 // tiles of queries against blocks of cells, with FP32 accumulation; quantized caches are
-// converted a block of rows at a time. Tiles go to threads as they free up, the longest first.
+// converted a block of rows at a time. Tiles go to threads as they free up, kv head by kv head,
+// the latest (longest) tokens first.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -125,16 +126,6 @@ void convert_row(const void* row, int64_t e0, int64_t n, float* out) {
   for (; d < n; ++d) out[d] = load1<kT>(row, e0 + d);
 }
 
-ConvertFn convert_fn(int kt) {
-  switch (kt) {
-    case kF16: return convert_row<kF16>;
-    case kF8: return convert_row<kF8>;
-    case kQ8: return convert_row<kQ8>;
-    case kQ4: return convert_row<kQ4>;
-    default: return convert_row<kF32>;
-  }
-}
-
 inline void transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -176,13 +167,21 @@ void k_block(const void* const* rows, int64_t e0, int64_t hd, int64_t hdk8, floa
     }
 }
 
-KBlockFn k_block_fn(int kt) {
+// A cache type's two readers: K blocks transposed (scores), V rows as they are (P·V).
+struct CacheReaders {
+  KBlockFn k_block;
+  ConvertFn rows;
+};
+template <int kT>
+constexpr CacheReaders kReaders{k_block<kT>, convert_row<kT>};
+
+CacheReaders readers(int kt) {
   switch (kt) {
-    case kF16: return k_block<kF16>;
-    case kF8: return k_block<kF8>;
-    case kQ8: return k_block<kQ8>;
-    case kQ4: return k_block<kQ4>;
-    default: return k_block<kF32>;
+    case kF16: return kReaders<kF16>;
+    case kF8: return kReaders<kF8>;
+    case kQ8: return kReaders<kQ8>;
+    case kQ4: return kReaders<kQ4>;
+    default: return kReaders<kF32>;
   }
 }
 
@@ -490,8 +489,8 @@ void attention(const Node& n, ThreadPool& pool) {
   const int64_t n_kv = n.src[1]->ne[0] / hd_k, group = n_head / n_kv;
   const TileKernel k{.n = n,
                      .b = AttentionBatch::view(static_cast<const int32_t*>(n.src[4]->data)),
-                     .k_block = k_block_fn(kt),
-                     .conv_v = convert_fn(vt),
+                     .k_block = readers(kt).k_block,
+                     .conv_v = readers(vt).rows,
                      .round_q = kt != kF32,
                      .round_p = vt != kF32,
                      .hd_k = hd_k,
