@@ -16,6 +16,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 // Kernels view the batch where it lives: under nvcc these members are device functions too.
 #if defined(__CUDACC__)
@@ -78,5 +79,19 @@ struct AttentionBatch {
     return window <= 0 || token_pos[t] - cp < window;
   }
 };
+
+// The packed batch of one sequence holding positions 0 .. ctx-1 in cells 0 .. ctx-1 (its table:
+// blocks 0, 1, ... of block_size cells; the last block's spare cells empty), its last n_tokens
+// positions the batch's queries: a benchmark's or a calibration's cache.
+inline std::vector<int32_t> pack_one_sequence(int32_t ctx, int32_t n_tokens, int32_t block_size) {
+  const int32_t n_blocks = (ctx + block_size - 1) / block_size, cells = n_blocks * block_size;
+  std::vector<int32_t> b = {n_tokens, 1, cells, block_size, cells, n_blocks, 0, 0};
+  for (int32_t t = 0; t < n_tokens; ++t) b.push_back(ctx - n_tokens + t);
+  b.insert(b.end(), static_cast<size_t>(n_tokens), 0);
+  for (int32_t c = 0; c < cells; ++c) b.push_back(c < ctx ? c : -1);
+  b.push_back(0), b.push_back(n_blocks);
+  for (int32_t i = 0; i < n_blocks; ++i) b.push_back(i);
+  return b;
+}
 
 }  // namespace kestrel

@@ -3,12 +3,14 @@
 // arena in creation order and every op node carries its own parameter struct.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/repacked.h"
+#include "backends/host_memory.h"
 #include "common/test_backend.h"
 #include "tensor/graph.h"
 
@@ -41,6 +43,27 @@ TEST_CASE("every compiled backend moves bytes with write, copy and read") {
     ++tried;
   }
   CHECK(tried >= 2);  // cpu and ref at least
+}
+
+TEST_CASE("host memory: small blocks from the heap, large ones mapped on huge-page boundaries") {
+  // Sizes around the 8 MiB switch; every byte writable and kept until freed, blocks distinct.
+  std::vector<std::pair<uint8_t*, size_t>> blocks;
+  for (size_t n : {size_t{1}, size_t{4096}, (size_t{8} << 20) - 1, size_t{8} << 20, (size_t{8} << 20) + 12345,
+                   size_t{40} << 20}) {
+    CAPTURE(n);
+    auto* p = static_cast<uint8_t*>(host_alloc(n));
+    REQUIRE(p != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    if (n >= (size_t{8} << 20)) CHECK(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20) == 0);
+    std::memset(p, static_cast<int>(n & 0xFF), n);
+    blocks.emplace_back(p, n);
+  }
+  for (auto [p, n] : blocks) {
+    CHECK(p[0] == static_cast<uint8_t>(n & 0xFF));
+    CHECK(p[n - 1] == static_cast<uint8_t>(n & 0xFF));
+    host_free(p);
+  }
+  host_free(nullptr);
 }
 
 TEST_CASE("supports(): a regrouped matrix only where the CPU's kernels read it") {

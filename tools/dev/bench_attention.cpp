@@ -59,23 +59,22 @@ int main(int argc, char** argv) {
   auto ex = dev.value()->create_executor(threads);
   if (!ex.ok()) return 1;
   std::mt19937 rng(3);
-  const int32_t bs = 16, n_blocks = (ctx + bs - 1) / bs, cells = n_blocks * bs;
-  std::vector<uint8_t> kc = random_rows(ct, hd * nkv, cells, rng), vc = random_rows(ct, hd * nkv, cells, rng);
+  const int32_t bs = 16, cells = (ctx + bs - 1) / bs * bs;
+  // The cache in the device's memory, as a model's is (huge pages where granted).
+  const std::vector<uint8_t> kh = random_rows(ct, hd * nkv, cells, rng), vh = random_rows(ct, hd * nkv, cells, rng);
+  auto km = dev.value()->alloc(kh.size()), vm = dev.value()->alloc(vh.size());
+  if (!km.ok() || !vm.ok()) return 1;
+  std::copy(kh.begin(), kh.end(), static_cast<uint8_t*>(km.value()));
+  std::copy(vh.begin(), vh.end(), static_cast<uint8_t*>(vm.value()));
   std::vector<float> q(static_cast<size_t>(hd * nh * T)), out(q.size());
   std::normal_distribution<float> nd;
   for (float& v : q) v = nd(rng);
-  // The packed batch (tensor/attention_batch.h): one sequence, its table blocks 0..n_blocks-1.
-  std::vector<int32_t> b = {T, 1, cells, bs, cells, n_blocks, 0, 0};
-  for (int32_t t = 0; t < T; ++t) b.push_back(ctx - T + t);
-  b.insert(b.end(), static_cast<size_t>(T), 0);
-  for (int32_t c = 0; c < cells; ++c) b.push_back(c < ctx ? c : -1);
-  b.push_back(0), b.push_back(n_blocks);
-  for (int32_t i = 0; i < n_blocks; ++i) b.push_back(i);
+  std::vector<int32_t> b = pack_one_sequence(ctx, T, bs);
   Graph g;
   Node& n = g.add(Op::ATTENTION, g.external(make_tensor(DType::F32, hd, nh, T, 1, out.data())),
                   g.external(make_tensor(DType::F32, hd, nh, T, 1, q.data())),
-                  g.external(make_tensor(ct, hd * nkv, cells, 1, 1, kc.data())),
-                  g.external(make_tensor(ct, hd * nkv, cells, 1, 1, vc.data())), nullptr,
+                  g.external(make_tensor(ct, hd * nkv, cells, 1, 1, km.value())),
+                  g.external(make_tensor(ct, hd * nkv, cells, 1, 1, vm.value())), nullptr,
                   g.external(make_tensor(DType::I32, static_cast<int64_t>(b.size()), 1, 1, 1, b.data())));
   n.params = AttentionParams{.scale = 0.125f, .softcap = 0.0f, .window = 0};
   double pairs = 0;
@@ -99,5 +98,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(hd), static_cast<long long>(nh), static_cast<long long>(nkv), ctx, T, threads,
                 isas[i] ? "avx512" : "avx2  ", s * 1e3, flops / s / 1e9);
   }
+  dev.value()->release(km.value());
+  dev.value()->release(vm.value());
   return 0;
 }

@@ -141,29 +141,31 @@ inline void transpose8(__m256 r[8]) {
   r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-// K rows of a block (rows[j], nullptr: a cell no row sees, zeros), values [e0, e0 + hd) of each,
-// converted and transposed to kt[d * kBC + j] for d < hdk8 (zeros past hd): eight cells' eight
-// values at a time, loaded straight from the cache into registers and transposed there.
+// K rows of a block (rows[j], a row of the cache for every cell: a cell no row sees may take any,
+// its scores are masked), values [e0, e0 + hd) of each, converted and transposed to
+// kt[d * kBC + j] for d < hdk8 (zeros past hd): eight cells' eight values at a time, loaded
+// straight from the cache into registers and transposed there.
 using KBlockFn = void (*)(const void* const* rows, int64_t e0, int64_t hd, int64_t hdk8, float* kt);
 template <int kT>
 void k_block(const void* const* rows, int64_t e0, int64_t hd, int64_t hdk8, float* kt) {
-  for (int64_t d0 = 0; d0 < hdk8; d0 += 8)
+  const int64_t full = hd / 8 * 8;
+  for (int64_t d0 = 0; d0 < full; d0 += 8)
+    for (int h = 0; h < kBC; h += 8) {
+      __m256 r8[8];
+      for (int k = 0; k < 8; ++k) r8[k] = load8<kT>(rows[h + k], e0 + d0);
+      transpose8(r8);
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(kt + (d0 + k) * kBC + h, r8[k]);
+    }
+  if (full < hdk8)  // a head size that is not a multiple of 8 (F32 and F16 caches only)
     for (int h = 0; h < kBC; h += 8) {
       __m256 r8[8];
       for (int k = 0; k < 8; ++k) {
-        const void* row = rows[h + k];
-        if (!row) {
-          r8[k] = _mm256_setzero_ps();
-        } else if (d0 + 8 <= hd) {
-          r8[k] = load8<kT>(row, e0 + d0);
-        } else {  // a head size that is not a multiple of 8 (F32 and F16 caches only)
-          alignas(32) float f[8] = {};
-          for (int64_t d = d0; d < hd; ++d) f[d - d0] = load1<kT>(row, e0 + d);
-          r8[k] = _mm256_load_ps(f);
-        }
+        alignas(32) float f[8] = {};
+        for (int64_t d = full; d < hd; ++d) f[d - full] = load1<kT>(rows[h + k], e0 + d);
+        r8[k] = _mm256_load_ps(f);
       }
       transpose8(r8);
-      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(kt + (d0 + k) * kBC + h, r8[k]);
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(kt + (full + k) * kBC + h, r8[k]);
     }
 }
 
@@ -214,12 +216,32 @@ inline float hmax(__m256 v) {
 }
 
 // The AVX2 inner loops (attention_tiles.h): a block's 16 cells are two 256-bit registers per row,
-// four rows at a time.
-template <int NR>
+// four rows at a time; fewer rows take CH chains (or DC runs of 16 output values) at a time, so
+// that 8 independent FMA chains hide the FMA's latency (a decode tile has 1-4 rows a kv head).
+template <int NR, int CH>
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t hdk, float* s, int64_t lds) {
   __m256 tot[NR][2];
-  for (int r = 0; r < NR; ++r) tot[r][0] = tot[r][1] = _mm256_setzero_ps();
-  for (int64_t d0 = 0; d0 < hdk; d0 += kChain) {
+  for (int r = 0; r < NR; ++r) tot[r][0] = tot[r][1] = _mm256_setzero_ps();  // each set by its first chain
+  int64_t d0 = 0;
+  for (; d0 + CH * kChain <= hdk; d0 += CH * kChain) {
+    __m256 a[NR][CH][2];
+    for (int r = 0; r < NR; ++r)
+      for (int c = 0; c < CH; ++c) a[r][c][0] = a[r][c][1] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < kChain; ++d)
+      for (int c = 0; c < CH; ++c) {
+        const int64_t dd = d0 + c * kChain + d;
+        const __m256 k0 = _mm256_loadu_ps(kt + dd * kBC), k1 = _mm256_loadu_ps(kt + dd * kBC + 8);
+        for (int r = 0; r < NR; ++r) {
+          const __m256 qb = _mm256_broadcast_ss(q + r * ldq + dd);
+          a[r][c][0] = _mm256_fmadd_ps(qb, k0, a[r][c][0]);
+          a[r][c][1] = _mm256_fmadd_ps(qb, k1, a[r][c][1]);
+        }
+      }
+    for (int c = 0; c < CH; ++c)
+      for (int r = 0; r < NR; ++r)
+        for (int h = 0; h < 2; ++h) tot[r][h] = d0 + c * kChain == 0 ? a[r][c][h] : _mm256_add_ps(tot[r][h], a[r][c][h]);
+  }
+  for (; d0 < hdk; d0 += kChain) {
     __m256 a[NR][2];
     for (int r = 0; r < NR; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
     for (int64_t d = d0, e = std::min(hdk, d0 + kChain); d < e; ++d) {
@@ -238,13 +260,29 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t hdk, floa
 
 void scores_avx2(const float* q, int64_t ldq, int64_t nr, const float* kt, int64_t hdk, float* s, int64_t lds) {
   int64_t r = 0;
-  for (; r + kRowBlock <= nr; r += kRowBlock) scores_rows<kRowBlock>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
-  for (; r < nr; ++r) scores_rows<1>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+  for (; r + kRowBlock <= nr; r += kRowBlock) scores_rows<kRowBlock, 1>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+  for (; r + 2 <= nr; r += 2) scores_rows<2, 2>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+  for (; r < nr; ++r) scores_rows<1, 4>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
 }
 
-template <int NR>
+template <int NR, int DC>
 void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o, int64_t ldo, int64_t hdv8) {
   int64_t d0 = 0;
+  for (; d0 + 16 * DC <= hdv8; d0 += 16 * DC) {
+    __m256 a[NR][2 * DC];
+    for (int r = 0; r < NR; ++r)
+      for (int c = 0; c < 2 * DC; ++c) a[r][c] = _mm256_loadu_ps(o + r * ldo + d0 + 8 * c);
+    for (int j = 0; j < kBC; ++j) {
+      __m256 v[2 * DC];
+      for (int c = 0; c < 2 * DC; ++c) v[c] = _mm256_loadu_ps(vb + j * ldv + d0 + 8 * c);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 pb = _mm256_broadcast_ss(p + r * lds + j);
+        for (int c = 0; c < 2 * DC; ++c) a[r][c] = _mm256_fmadd_ps(pb, v[c], a[r][c]);
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int c = 0; c < 2 * DC; ++c) _mm256_storeu_ps(o + r * ldo + d0 + 8 * c, a[r][c]);
+  }
   for (; d0 + 16 <= hdv8; d0 += 16) {
     __m256 a[NR][2];
     for (int r = 0; r < NR; ++r)
@@ -274,16 +312,19 @@ void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o
 void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
              int64_t hdv8) {
   int64_t r = 0;
-  for (; r + kRowBlock <= nr; r += kRowBlock) pv_rows<kRowBlock>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
-  for (; r < nr; ++r) pv_rows<1>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+  for (; r + kRowBlock <= nr; r += kRowBlock) pv_rows<kRowBlock, 1>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+  for (; r + 2 <= nr; r += 2) pv_rows<2, 2>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+  for (; r < nr; ++r) pv_rows<1, 4>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
 }
 
 const attn::Microkernels kAvx2{scores_avx2, pv_avx2};
 
-// A tile: tokens [t0, t1) of one sequence, query heads [h0, h1) of kv head kvh's group.
+// A tile: tokens [t0, t1) of one sequence, kv heads [kv0, kv1), and query heads [g0, g1) of
+// each one's group (the group's own indices). Its rows: kv head by kv head, then token, then
+// query head.
 struct Tile {
   int32_t t0, t1;
-  int64_t kvh, h0, h1;
+  int64_t kv0, kv1, g0, g1;
 };
 
 struct Scratch {
@@ -307,7 +348,9 @@ struct TileKernel {
 
   void run(const Tile& tl, const attn::Microkernels& mk, Scratch& w) const {
     const Tensor *q = n.src[0], *kc = n.src[1], *vc = n.src[2];
-    const int64_t nh = tl.h1 - tl.h0, nt = tl.t1 - tl.t0, R = nh * nt;
+    // RH rows a kv head (token-major), R in all.
+    const int64_t nh = tl.g1 - tl.g0, nt = tl.t1 - tl.t0, nkv = tl.kv1 - tl.kv0, RH = nh * nt, R = nkv * RH;
+    auto head_of = [&](int64_t r) { return (tl.kv0 + r / RH) * group + tl.g0 + r % nh; };
     const int32_t nc = b.n_cells_of(tl.t0), nblk = (nc + kBC - 1) / kBC;
     // Rows of scores 64 bytes longer than the blocks: at a power-of-two stride the block's rows
     // would share a few L1 sets (4 KiB aliasing), and the scores' reload right after the inner
@@ -320,12 +363,11 @@ struct TileKernel {
     w.kt.resize(static_cast<size_t>(hdk8 * kBC));
     w.vb.resize(static_cast<size_t>(kBC * hdv8));
     b.for_each_cell(tl.t0, [&](int32_t i, int32_t c) { w.cells[static_cast<size_t>(i)] = c; });
-    for (int64_t ti = 0; ti < nt; ++ti)
-      for (int64_t hi = 0; hi < nh; ++hi) {
-        const float* qp = q->f32(tl.h0 + hi, tl.t0 + ti);
-        float* qr = w.q.data() + (ti * nh + hi) * hdk8;
-        for (int64_t d = 0; d < hd_k; ++d) qr[d] = round_q ? round_fp16(qp[d]) : qp[d];
-      }
+    for (int64_t r = 0; r < R; ++r) {
+      const float* qp = q->f32(head_of(r), tl.t0 + r % RH / nh);
+      float* qr = w.q.data() + r * hdk8;
+      for (int64_t d = 0; d < hd_k; ++d) qr[d] = round_q ? round_fp16(qp[d]) : qp[d];
+    }
     // Pass 1: the scores, masked to -inf where a row's token cannot see the cell. A token's
     // visible cells of a block as lane masks: a cell position p (-1: empty, as past the table's
     // end) is seen from position tp when 0 <= p <= tp and, with a window W, p > tp - W.
@@ -353,13 +395,17 @@ struct TileKernel {
         for (int64_t r = 0; r < R; ++r) _mm256_storeu_ps(sblk + r * lds, ninf), _mm256_storeu_ps(sblk + r * lds + 8, ninf);
         continue;
       }
-      // K rows of the visible cells (others zero), transposed to kt[d][j].
+      // K rows of the visible cells (the others read the first one's: their scores are masked),
+      // transposed to kt[d][j].
       const void* rows[kBC];
-      for (int j = 0; j < kBC; ++j) rows[j] = any >> j & 1 ? kc->row(w.cells[static_cast<size_t>(i0 + j)]) : nullptr;
-      k_block(rows, tl.kvh * hd_k, hd_k, hdk8, w.kt.data());
-      mk.scores(w.q.data(), hdk8, R, w.kt.data(), hdk8, sblk, lds);
+      const void* seen = kc->row(w.cells[static_cast<size_t>(i0 + __builtin_ctz(any))]);
+      for (int j = 0; j < kBC; ++j) rows[j] = any >> j & 1 ? kc->row(w.cells[static_cast<size_t>(i0 + j)]) : seen;
+      for (int64_t kv = 0; kv < nkv; ++kv) {
+        k_block(rows, (tl.kv0 + kv) * hd_k, hd_k, hdk8, w.kt.data());
+        mk.scores(w.q.data() + kv * RH * hdk8, hdk8, RH, w.kt.data(), hdk8, sblk + kv * RH * lds, lds);
+      }
       for (int64_t r = 0; r < R; ++r) {  // scale or soft-cap, mask, and the row's running max (in lanes)
-        const __m256* m = vm[r / nh];
+        const __m256* m = vm[r % RH / nh];
         __m256 v[2];
         for (int h = 0; h < 2; ++h) {
           float* f = sblk + r * lds + 8 * h;
@@ -380,7 +426,7 @@ struct TileKernel {
     // then p = e / sum, F16-rounded for a non-F32 V cache.
     for (int64_t r = 0; r < R; ++r) {
       float* sr = w.s.data() + r * lds;
-      const float sink = sinks ? sinks[tl.h0 + r % nh] : -std::numeric_limits<float>::infinity();
+      const float sink = sinks ? sinks[head_of(r)] : -std::numeric_limits<float>::infinity();
       const float mx = std::max(hmax(_mm256_loadu_ps(w.mxv.data() + r * 8)), sink);
       if (mx == -std::numeric_limits<float>::infinity()) {  // nothing visible, no sink: zeros
         std::fill(sr, sr + lds, 0.0f);
@@ -412,22 +458,23 @@ struct TileKernel {
       const uint32_t any = w.any[static_cast<size_t>(bk)];
       if (!any) continue;
       const int32_t i0 = bk * kBC;
-      for (int j = 0; j < kBC; ++j) {
-        float* v = w.vb.data() + j * hdv8;
-        if (any >> j & 1) {
-          conv_v(vc->row(w.cells[static_cast<size_t>(i0 + j)]), tl.kvh * hd_v, hd_v, v);
-          std::fill(v + hd_v, v + hdv8, 0.0f);
-        } else {
-          std::fill(v, v + hdv8, 0.0f);
+      for (int64_t kv = 0; kv < nkv; ++kv) {
+        for (int j = 0; j < kBC; ++j) {
+          float* v = w.vb.data() + j * hdv8;
+          if (any >> j & 1) {
+            conv_v(vc->row(w.cells[static_cast<size_t>(i0 + j)]), (tl.kv0 + kv) * hd_v, hd_v, v);
+            std::fill(v + hd_v, v + hdv8, 0.0f);
+          } else {
+            std::fill(v, v + hdv8, 0.0f);
+          }
         }
+        mk.pv(w.s.data() + kv * RH * lds + i0, lds, RH, w.vb.data(), hdv8, w.o.data() + kv * RH * hdv8, hdv8, hdv8);
       }
-      mk.pv(w.s.data() + i0, lds, R, w.vb.data(), hdv8, w.o.data(), hdv8, hdv8);
     }
-    for (int64_t ti = 0; ti < nt; ++ti)
-      for (int64_t hi = 0; hi < nh; ++hi) {
-        const float* o = w.o.data() + (ti * nh + hi) * hdv8;
-        std::copy(o, o + hd_v, n.dst->f32(tl.h0 + hi, tl.t0 + ti));
-      }
+    for (int64_t r = 0; r < R; ++r) {
+      const float* o = w.o.data() + r * hdv8;
+      std::copy(o, o + hd_v, n.dst->f32(head_of(r), tl.t0 + r % RH / nh));
+    }
   }
 };
 
@@ -435,10 +482,18 @@ struct TileKernel {
 // times each kv head, times pieces of its group (when the group's rows alone exceed the budget,
 // or when there are too few tiles to keep every thread busy). Within a kv head, the longest
 // (latest) tiles first.
+//
+// A sequence whose tokens make one run (a decode step, a short chunk) takes several kv heads a
+// tile where that still leaves a tile for every thread: its tile then reads a contiguous part of
+// each cell's row (4 of 8 kv heads: 1 KiB of F16 at head 128) instead of a head's 256 bytes every
+// row, which the hardware prefetcher streams, and a decode step at depth reads at memory's pace.
+// The rows and each row's arithmetic are the same either way.
 std::vector<Tile> make_tiles(const AttentionBatch& b, int64_t n_kv, int64_t group, int nth) {
   struct Run {
     int32_t t0, t1;
-    int64_t hs;
+    int64_t hs, lds;
+    bool whole;  // the sequence's only run
+    int64_t kvs = 1;  // kv heads a tile
   };
   std::vector<Run> runs;
   for (int32_t t = 0; t < b.n_tokens;) {
@@ -448,22 +503,39 @@ std::vector<Tile> make_tiles(const AttentionBatch& b, int64_t n_kv, int64_t grou
     int64_t hs = group;
     while (hs > 1 && hs * lds > kScoreBudget) hs = (hs + 1) / 2;
     const int32_t tq = static_cast<int32_t>(std::clamp<int64_t>(kScoreBudget / (hs * lds), 1, kMaxTileTokens));
-    for (int32_t t0 = t; t0 < e; t0 += tq) runs.push_back({t0, std::min(e, t0 + tq), hs});
+    for (int32_t t0 = t; t0 < e; t0 += tq) runs.push_back({t0, std::min(e, t0 + tq), hs, lds, e - t <= tq});
     t = e;
   }
+  // Pieces of n_kv a whole run is cut into: the fewest that deal the tiles evenly to the threads
+  // (or make plenty of them).
+  const int64_t n_runs = static_cast<int64_t>(runs.size());
+  int64_t pieces = n_kv;
+  for (int64_t p = 1; p < n_kv; ++p)
+    if (n_kv % p == 0 && ((n_runs * p) % nth == 0 || n_runs * p >= 8 * nth)) {
+      pieces = p;
+      break;
+    }
+  for (Run& r : runs) {
+    if (!r.whole || r.hs < group) continue;
+    r.kvs = n_kv / pieces;
+    while (r.kvs > 1 && r.kvs * group * r.lds * (r.t1 - r.t0) > kScoreBudget) {
+      --r.kvs;
+      while (n_kv % r.kvs) --r.kvs;  // a divisor of n_kv
+    }
+  }
   size_t n_items = 0;
-  for (const Run& r : runs) n_items += static_cast<size_t>(n_kv * ((group + r.hs - 1) / r.hs));
+  for (const Run& r : runs) n_items += static_cast<size_t>(n_kv / r.kvs * ((group + r.hs - 1) / r.hs));
   // Kv head by kv head, so that consecutive tiles read the same K and V rows (from L2, not L3).
   std::vector<Tile> tiles;
   for (int64_t kvh = 0; kvh < n_kv; ++kvh)
     for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+      if (kvh % it->kvs) continue;
       int64_t hs = it->hs;
       if (n_items < static_cast<size_t>(nth)) {  // decode with fewer kv heads than threads (MLA: one)
-        const int64_t pieces = (nth + static_cast<int64_t>(n_items) - 1) / static_cast<int64_t>(n_items);
-        hs = (hs + pieces - 1) / pieces;  // every piece converts the same K and V rows: no more than needed
+        const int64_t split = (nth + static_cast<int64_t>(n_items) - 1) / static_cast<int64_t>(n_items);
+        hs = (hs + split - 1) / split;  // every piece converts the same K and V rows: no more than needed
       }
-      for (int64_t h = 0; h < group; h += hs)
-        tiles.push_back({it->t0, it->t1, kvh, kvh * group + h, kvh * group + std::min(group, h + hs)});
+      for (int64_t h = 0; h < group; h += hs) tiles.push_back({it->t0, it->t1, kvh, kvh + it->kvs, h, std::min(group, h + hs)});
     }
   return tiles;
 }

@@ -1,0 +1,59 @@
+#include "backends/host_memory.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+namespace kestrel {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMapped = 4 * kHugePage;  // from here on, a mapping of its own
+
+// The mappings' lengths, for munmap.
+std::mutex& maps_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<void*, size_t>& maps() {
+  static std::unordered_map<void*, size_t> m;
+  return m;
+}
+
+}  // namespace
+
+void* host_alloc(size_t bytes) {
+  if (bytes < kMapped) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  // A whole number of huge pages, starting on one: map a huge page more and trim both ends.
+  const size_t len = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* m = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(m), aligned = (at + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > at) munmap(m, aligned - at);
+  if (const size_t tail = at + len + kHugePage - (aligned + len)) munmap(reinterpret_cast<void*>(aligned + len), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, len, MADV_HUGEPAGE);  // a hint: without it, plain pages
+  std::lock_guard<std::mutex> lock(maps_mutex());
+  maps()[p] = len;
+  return p;
+}
+
+void host_free(void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lock(maps_mutex());
+    auto it = maps().find(p);
+    if (it != maps().end()) {
+      const size_t len = it->second;
+      maps().erase(it);
+      munmap(p, len);
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace kestrel
