@@ -200,6 +200,17 @@ TEST_CASE("perf: a calibrated CPU profile's streams and attention rates in a ste
   CHECK(att.compute_seconds == doctest::Approx(att.flops / 0.5e9));
   const OpTime chunk = op(chunk_step(c, hw, o, 8, 100, 1), "attention");
   CHECK(chunk.compute_seconds == doctest::Approx(chunk.flops / 2e9));
+  // Without a measured stream, a decode step's attention reads its cache at the bandwidth; with
+  // one, at that stream (a one-token chunk alike), while a chunk's stays at the bandwidth.
+  CHECK(att.memory_seconds == doctest::Approx(att.bytes / 10e9));
+  j["attention_stream_gbs_by_head_dim"] = {{std::to_string(static_cast<int>(shape.hp.head_dim_k)), 2.5}};
+  const HwProfile slow = parse_hw_profile(j, "attention stream");
+  const OpTime att_slow = op(decode_step(c, slow, o, 4, 5000), "attention");
+  CHECK(att_slow.memory_seconds == doctest::Approx(att_slow.bytes / 2.5e9));
+  const OpTime one = op(chunk_step(c, slow, o, 1, 5000, 1), "attention");
+  CHECK(one.memory_seconds == doctest::Approx(one.bytes / 2.5e9));
+  const OpTime chunk_slow = op(chunk_step(c, slow, o, 8, 5000, 1), "attention");
+  CHECK(chunk_slow.memory_seconds == doctest::Approx(chunk_slow.bytes / 10e9));
 }
 
 TEST_CASE("perf: speculative decoding's expected tokens and speedup") {
@@ -259,6 +270,7 @@ TEST_CASE("perf: hardware profiles") {
   j["core_gflops_experts"] = {{"q4_0", 40}};
   j["attention_prefill_gflops_by_head_dim"] = {{"64", 8}, {"128", 16}};
   j["attention_decode_gflops_by_head_dim"] = {{"64", 4}};
+  j["attention_stream_gbs_by_head_dim"] = {{"64", 6}, {"128", 8}};
   const HwProfile s = parse_hw_profile(parse_hw_profile(j, "measured").to_json(), "written");
   CHECK(s.weight_bandwidth("q4_0", 2) == doctest::Approx(24));
   CHECK(s.weight_bandwidth("q4_0", 1) == doctest::Approx(24 * 9.0 / 16));
@@ -278,11 +290,17 @@ TEST_CASE("perf: hardware profiles") {
   CHECK(s.attention_rate(false, 32, 1) == 4);    // 64's, on one of two cores
   CHECK(s.attention_rate(true, 128, 2) == 4);    // decode measured at 64 only
   CHECK(m.attention_rate(true, 64, 2) == 0);     // none measured: the model falls back to a format
+  // A decode step's cache stream by the nearest width, scaled to the threads as the bandwidth;
+  // none measured: the bandwidth.
+  CHECK(s.attention_bandwidth(128, 2) == 8);
+  CHECK(s.attention_bandwidth(80, 1) == doctest::Approx(6 * 9.0 / 16));
+  CHECK(m.attention_bandwidth(128, 1) == 9);
   // Malformed profiles name the field.
   for (auto [field, value] :
        {std::pair<const char*, json>{"kind", "tpu"}, {"memory_bandwidth_gbs", -1}, {"core_gflops", json::object()},
         {"bandwidth_by_threads_gbs", {{"x", 1}}}, {"stream_gbs", {{"q4_0", -2}}},
-        {"attention_decode_gflops_by_head_dim", {{"wide", 3}}}, {"core_gflops_experts", 5},
+        {"attention_decode_gflops_by_head_dim", {{"wide", 3}}}, {"attention_stream_gbs_by_head_dim", {{"64", 0}}},
+        {"core_gflops_experts", 5},
         {"stream_gbs_by_batch", {{"q4_0", {{"0", 3}}}}}}) {
     json bad = j;
     bad[field] = value;

@@ -110,15 +110,26 @@ double HwProfile::weight_bandwidth(const std::string& type, int threads, double 
   return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
 }
 
+namespace {
+// The value of the width nearest head_dim in log2, or `otherwise` when m is empty.
+double nearest_width(const std::map<int, double>& m, double head_dim, double otherwise) {
+  double best = 1e30, g = otherwise;
+  for (const auto& [d, v] : m)
+    if (const double dist = std::fabs(std::log2(d / std::max(1.0, head_dim))); dist < best) best = dist, g = v;
+  return g;
+}
+}  // namespace
+
 double HwProfile::attention_rate(bool decode, double head_dim, int threads) const {
   const std::map<int, double>& m = decode ? attention_decode_by_head_dim : attention_prefill_by_head_dim;
-  double g = attention_gflops;
-  if (!m.empty()) {  // the nearest width in log2
-    double best = 1e30;
-    for (const auto& [d, v] : m)
-      if (const double dist = std::fabs(std::log2(d / std::max(1.0, head_dim))); dist < best) best = dist, g = v;
-  }
+  const double g = nearest_width(m, head_dim, attention_gflops);
   return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
+}
+
+double HwProfile::attention_bandwidth(double head_dim, int threads) const {
+  if (attention_stream_by_head_dim.empty()) return bandwidth(threads);
+  const double gbs = nearest_width(attention_stream_by_head_dim, head_dim, 0);
+  return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
 }
 
 double HwProfile::op_us(int threads) const {
@@ -153,6 +164,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.attention_gflops = positive(j, "attention_gflops", origin, false);
   p.attention_prefill_by_head_dim = by_count(j, "attention_prefill_gflops_by_head_dim", origin, "head_dim");
   p.attention_decode_by_head_dim = by_count(j, "attention_decode_gflops_by_head_dim", origin, "head_dim");
+  p.attention_stream_by_head_dim = by_count(j, "attention_stream_gbs_by_head_dim", origin, "head_dim");
   p.stream_gbs = by_name(j, "stream_gbs", origin);
   if (j.contains("stream_gbs_by_batch")) {
     if (!j["stream_gbs_by_batch"].is_object())
@@ -206,6 +218,8 @@ nlohmann::json HwProfile::to_json() const {
     j["attention_prefill_gflops_by_head_dim"] = count_json(attention_prefill_by_head_dim);
   if (!attention_decode_by_head_dim.empty())
     j["attention_decode_gflops_by_head_dim"] = count_json(attention_decode_by_head_dim);
+  if (!attention_stream_by_head_dim.empty())
+    j["attention_stream_gbs_by_head_dim"] = count_json(attention_stream_by_head_dim);
   if (!stream_gbs.empty()) j["stream_gbs"] = stream_gbs;
   for (const auto& [type, by_batch] : stream_gbs_by_batch) j["stream_gbs_by_batch"][type] = count_json(by_batch);
   if (!expert_gflops.empty()) j["core_gflops_experts"] = expert_gflops;

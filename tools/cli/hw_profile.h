@@ -31,6 +31,9 @@ struct HwProfile {
   // Measured (calibrated CPU profiles), on all `cores` threads: attention's rate by head width, in
   // prefill (a chunk's queries against the cache) and in decode (one query per sequence).
   std::map<int, double> attention_prefill_by_head_dim, attention_decode_by_head_dim;
+  // Measured (calibrated CPU profiles), on all `cores` threads: the GB/s a decode step's attention
+  // reads a cache larger than the last-level caches at, by head width.
+  std::map<int, double> attention_stream_by_head_dim;
   // Measured (calibrated CPU profiles): what each weight type's matrix-vector product streams
   // from memory on all `cores` threads (GB/s), its kernel's own pace included; a type not listed
   // streams at bandwidth().
@@ -57,6 +60,9 @@ struct HwProfile {
   // Attention's GFLOP/s for heads of `head_dim` (the nearest measured width), prefill or decode,
   // at `threads`; 0 when the profile has no measurement (the model then uses a format's rate).
   double attention_rate(bool decode, double head_dim, int threads) const;
+  // A decode step's attention reading its cache: the measured stream of the nearest head width,
+  // scaled from all cores to `threads` as bandwidth() scales; else bandwidth(threads).
+  double attention_bandwidth(double head_dim, int threads) const;
   double compute_gflops(const std::string& format, int threads, double n_tokens = 1e9) const;
   // Routed experts of a weight type: its measured expert rate in place of the dense products'
   // where calibrated (else compute_gflops of `format`).

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <tuple>
@@ -22,7 +23,9 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "quantize/quantize.h"
+#include "tensor/attention_batch.h"
 #include "tensor/graph.h"
+#include "tensor/op_params.h"
 
 namespace kestrel::cli {
 namespace {
@@ -267,6 +270,52 @@ int stream_chain(DType type) {
   return std::max(2, static_cast<int>(kStreamMiB * 1048576.0 / (static_cast<double>(dtype_row_size(type, 4096)) * 4096)));
 }
 
+
+// What a decode step's attention streams from caches larger than the last-level caches (GB/s):
+// a chain of ATTENTION ops (a model's layers), each one token against its own cache of 4096
+// positions of F16 K and V (8 KV heads of head_dim, a group of 2 query heads each: the smallest
+// group the presets have, so the kernel's pace per byte and memory's are what show), kStreamMiB
+// in all, median of 5. A long context's decode reads its caches from memory every step (the
+// weights between two steps evict them), at this pace rather than at the warm rate
+// attention_rates measures.
+double attention_stream_gbs(int head_dim, int threads) {
+  constexpr int32_t kCtx = 4096;
+  const int64_t n_kv = 8, n_head = 2 * n_kv, width = head_dim * n_kv;
+  const size_t per_layer = static_cast<size_t>(width) * kCtx;  // F16 values of a layer's K (or V)
+  const int layers = std::max(2, static_cast<int>(kStreamMiB * 1048576.0 / (2.0 * 2 * static_cast<double>(per_layer))));
+  std::vector<int32_t> batch = pack_one_sequence(kCtx, 1, 16);
+  auto [dev, ex] = cpu_device(threads);
+  // In the device's memory, as a model's cache is (huge pages where granted); F16 values in
+  // [0.125, 0.25) of either sign: what they are does not change the time.
+  const size_t count = 2 * per_layer * static_cast<size_t>(layers);
+  Device* d = dev.get();
+  std::unique_ptr<void, std::function<void(void*)>> kv(nullptr, [d](void* p) { d->release(p); });
+  {
+    auto mem = d->alloc(count * sizeof(uint16_t));
+    check(mem.status());
+    kv.reset(mem.value());
+  }
+  uint16_t* cache = static_cast<uint16_t*>(kv.get());
+  uint32_t x = 12345;
+  for (size_t i = 0; i < count; ++i) {
+    x = x * 1664525u + 1013904223u;
+    cache[i] = static_cast<uint16_t>(0x3000u | (x >> 16 & 0x83FFu));
+  }
+  std::vector<float> q(static_cast<size_t>(head_dim * n_head), 0.5f), out(q.size());
+  Graph g;
+  Tensor* qt = g.external(make_tensor(DType::F32, head_dim, n_head, 1, 1, q.data()));
+  Tensor* bt = g.external(make_tensor(DType::I32, static_cast<int64_t>(batch.size()), 1, 1, 1, batch.data()));
+  for (int l = 0; l < layers; ++l) {
+    uint16_t* k = cache + 2 * per_layer * static_cast<size_t>(l);
+    Node& n = g.add(Op::ATTENTION, g.external(make_tensor(DType::F32, head_dim, n_head, 1, 1, out.data())), qt,
+                    g.external(make_tensor(DType::F16, width, kCtx, 1, 1, k)),
+                    g.external(make_tensor(DType::F16, width, kCtx, 1, 1, k + per_layer)), nullptr, bt);
+    n.params = AttentionParams{.scale = 1.0f / std::sqrt(static_cast<float>(head_dim)), .softcap = 0.0f, .window = 0};
+  }
+  const double bytes = 2.0 * static_cast<double>(per_layer) * 2 * layers;
+  return bytes / time_runs(*ex, g, 5, true) / 1e9;
+}
+
 }  // namespace
 
 HwProfile calibrate_cpu(int max_threads, bool verbose) {
@@ -370,9 +419,13 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
     if (a.prefill > 0) p.attention_prefill_by_head_dim[head_dim] = a.prefill;
     if (a.decode > 0) p.attention_decode_by_head_dim[head_dim] = a.decode;
     if (head_dim == 64) p.attention_gflops = a.prefill;
+    const double stream = attention_stream_gbs(head_dim, p.cores);
+    p.attention_stream_by_head_dim[head_dim] = stream;
     if (verbose)
-      std::fprintf(stderr, "calibrate: attention, heads of %d, on %d threads: %.1f GFLOP/s in prefill, %.1f in decode\n",
-                   head_dim, p.cores, a.prefill, a.decode);
+      std::fprintf(stderr,
+                   "calibrate: attention, heads of %d, on %d threads: %.1f GFLOP/s in prefill, %.1f in decode; "
+                   "decode streams a long cache at %.1f GB/s\n",
+                   head_dim, p.cores, a.prefill, a.decode, stream);
   }
   p.eff_attention = 1.0;
   p.step_overhead_us = 20;
@@ -383,6 +436,8 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
                "attention_prefill_gflops_by_head_dim: a one-layer model 2048 wide (2048 / head_dim heads, a quarter "
                "as many KV heads), a chunk of 512 at position 1536 against one at 0; attention_decode_gflops_by_head_dim: "
                "a token at position 2048 against one at 1; attention_gflops: prefill's at 64",
+               "attention_stream_gbs_by_head_dim: a chain of ATTENTION ops, each one token against its own 4096 "
+               "positions of F16 K and V (8 KV heads, 16 query heads), 512 MiB in all (median of 5)",
                "stream_gbs (and stream_gbs_by_batch, at 2, 4, 8 columns): each type's placed matmul at batch 1 on every "
                "thread over a chain of 4096 x 4096 weights, each product's output the next one's input, 512 MiB in "
                "all (median of 9; of 5)",

@@ -133,6 +133,8 @@ struct Rates {
     const double g = hw->attention_rate(decode, head_dim, o->threads);
     return g > 0 ? g * 1e9 : hw->compute_gflops(hw->is_cpu() ? "f32" : "f16", o->threads) * 1e9 * hw->eff_attention;
   }
+  // A decode step's attention reading its cache (bytes/s, effective): measured where calibrated.
+  double att_bw(double head_dim) const { return hw->attention_bandwidth(head_dim, o->threads) * 1e9 * hw->eff_memory; }
   double flops(const std::string& format, double n_tokens) const {
     return hw->compute_gflops(format, o->threads, n_tokens) * 1e9 * hw->eff_compute;
   }
@@ -210,13 +212,16 @@ StepTime decode_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions
   const Rates r = rates(hw, o);
   StepTime s;
   add_matmuls(s, c, r, batch, batch);
-  double kv = 0, seconds = 0, fl = 0;  // seconds: the FLOPs over each layer's rate
+  // seconds: the FLOPs over each layer's rate; reading: the bytes over each layer's stream
+  double kv = 0, seconds = 0, fl = 0, reading = 0;
   for (const AttentionLayerCost& a : c.attention) {
     const double n = static_cast<double>(a.window > 0 ? std::min<int64_t>(ctx + 1, a.window) : ctx + 1);
     kv += n * a.kv_bytes_per_pos, fl += n * a.flops_per_pos;
     seconds += n * a.flops_per_pos / r.att_flops(true, a.head_dim);
+    reading += n * a.kv_bytes_per_pos / r.att_bw(a.head_dim);
   }
-  if (!c.attention.empty()) add_op(s, "attention", batch * kv, batch * fl, r.bw, fl / seconds, o.tp, false);
+  if (!c.attention.empty())
+    add_op(s, "attention", batch * kv, batch * fl, reading > 0 ? kv / reading : r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * batch * c.state_bytes_per_seq, batch * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   finish(s, c, hw, o, batch);
@@ -228,7 +233,9 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
   const Rates r = rates(hw, o);
   StepTime s;
   add_matmuls(s, c, r, n_tokens, n_outputs);
-  double kv = 0, fl = 0, seconds = 0;  // seconds: the FLOPs over each layer's rate
+  // seconds: the FLOPs over each layer's rate; reading: the bytes over each layer's stream (a
+  // decode step's as decode_step's, a chunk's at the bandwidth)
+  double kv = 0, fl = 0, seconds = 0, reading = 0;
   for (const AttentionLayerCost& a : c.attention) {
     // Causal: token i attends to min(pos + i + 1, window) positions; the cache is read once per
     // chunk (flash attention's tiles) and the chunk's own rows written.
@@ -240,9 +247,12 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
     fl += layer;
     seconds += layer / r.att_flops(n_tokens == 1, a.head_dim);
     const int64_t read = a.window > 0 ? std::min<int64_t>(pos + n_tokens, a.window + n_tokens) : pos + n_tokens;
-    kv += static_cast<double>(read + n_tokens) * a.kv_bytes_per_pos;
+    const double bytes = static_cast<double>(read + n_tokens) * a.kv_bytes_per_pos;
+    kv += bytes;
+    reading += bytes / (n_tokens == 1 ? r.att_bw(a.head_dim) : r.bw);
   }
-  if (!c.attention.empty()) add_op(s, "attention", kv, fl, r.bw, fl / seconds, o.tp, false);
+  if (!c.attention.empty())
+    add_op(s, "attention", kv, fl, reading > 0 ? kv / reading : r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * c.state_bytes_per_seq, n_tokens * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   finish(s, c, hw, o, n_tokens);
