@@ -19,4 +19,9 @@ float dot_f32_portable(const float* a, const float* b, int64_t n);
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 DotF32Fn dot_f32_kernel();  // the best for this CPU
 
+// A row of n F16 (BF16) values as floats, as dequantize_f16 (_bf16) gives them (the conversions
+// are exact): AVX2/F16C versions, for CPUs with has_avx2_fma().
+void f16_to_f32_avx2(const void* src, float* dst, int64_t n);
+void bf16_to_f32_avx2(const void* src, float* dst, int64_t n);
+
 }  // namespace kestrel::cpu

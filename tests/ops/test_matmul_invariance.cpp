@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -127,6 +128,30 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
       CHECK(std::memcmp(alone.data(), batch.data() + c * N, N * sizeof(float)) == 0);
     }
   }
+}
+
+// The CPU's F16 and BF16 products read each weight row through a vectorised conversion
+// (convert_avx2.cpp); both conversions are exact, so it must give dequantize_f16 (_bf16)'s values
+// bit for bit: every 16-bit pattern, in rows whose lengths leave every tail.
+TEST_CASE("F16 and BF16 rows: the vectorised conversions give the portable values") {
+#if defined(__x86_64__)
+  if (!cpu::has_avx2_fma()) return;
+  std::vector<uint16_t> all(65536 + 7);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // every pattern, shuffled
+  for (DType type : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(type));
+    const auto fast = type == DType::F16 ? cpu::f16_to_f32_avx2 : cpu::bf16_to_f32_avx2;
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, static_cast<int64_t>(all.size())}) {
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      dtype_info(type).to_float(all.data(), want.data(), n);
+      fast(all.data(), got.data(), n);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (!(std::isnan(want[i]) && std::isnan(got[i])) && !same_bits(want[i], got[i])) ++differ;
+      CHECK(differ == 0);
+    }
+  }
+#endif
 }
 
 // CUDA (a GPU, or the emulated build): F16, BF16 and FP8 weights take their decode kernels for

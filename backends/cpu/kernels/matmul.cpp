@@ -6,7 +6,7 @@
 // 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column. All of them follow one
 // arithmetic to the bit (qgemm.h), so a column's result does not depend on the batch around it.
 // Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an L1-resident buffer
-// and take FP32 dot products.
+// (F16 and BF16 eight values at a time: convert_avx2.cpp) and take FP32 dot products.
 #include "backends/cpu/kernels/kernels.h"
 
 #include <algorithm>
@@ -152,6 +152,11 @@ void matmul(const Node& n, ThreadPool& pool) {
   }
 #endif
   const DTypeInfo& ti = dtype_info(w->type);
+  ToFloatFn to_float = ti.to_float;  // the same values, eight at a time where the CPU can
+#if defined(__x86_64__)
+  if (has_avx2_fma() && w->type == DType::F16) to_float = f16_to_f32_avx2;
+  if (has_avx2_fma() && w->type == DType::BF16) to_float = bf16_to_f32_avx2;
+#endif
   static thread_local std::vector<float> xr;  // owned by the calling thread, read by all
   xr.resize(static_cast<size_t>(K * M));
   float* xr_data = xr.data();
@@ -168,7 +173,7 @@ void matmul(const Node& n, ThreadPool& pool) {
     ThreadPool::split(N, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = w->type == DType::F32 ? reinterpret_cast<const float*>(w->row(r)) : wrow.data();
-      if (w->type != DType::F32) ti.to_float(w->row(r), wrow.data(), K);
+      if (w->type != DType::F32) to_float(w->row(r), wrow.data(), K);
       for (int64_t m = 0; m < M; ++m) n.dst->f32(m)[r] = dot(wr, xr_data + m * K, K);
     }
   });
