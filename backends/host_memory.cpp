@@ -11,22 +11,33 @@ namespace kestrel {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kMapped = 4 * kHugePage;  // from here on, a mapping of its own
-
-// The mappings' lengths, for munmap.
+// The mappings' lengths, for munmap. Never destroyed: a static object's destructor may free
+// device memory after this file's statics would have gone.
 std::mutex& maps_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::unordered_map<void*, size_t>& maps() {
-  static std::unordered_map<void*, size_t> m;
-  return m;
+  static auto* m = new std::unordered_map<void*, size_t>;
+  return *m;
 }
 
 }  // namespace
 
+// Under AddressSanitizer never: its heap checks the bounds of every block, a mapping's it cannot.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KESTREL_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(KESTREL_ASAN)
+const size_t kHostMappedBytes = SIZE_MAX;
+#else
+const size_t kHostMappedBytes = 4 * kHugePage;
+#endif
+
 void* host_alloc(size_t bytes) {
-  if (bytes < kMapped) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (bytes < kHostMappedBytes) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   // A whole number of huge pages, starting on one: map a huge page more and trim both ends.
   const size_t len = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* m = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

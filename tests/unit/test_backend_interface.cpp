@@ -54,7 +54,7 @@ TEST_CASE("host memory: small blocks from the heap, large ones mapped on huge-pa
     auto* p = static_cast<uint8_t*>(host_alloc(n));
     REQUIRE(p != nullptr);
     CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
-    if (n >= (size_t{8} << 20)) CHECK(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20) == 0);
+    if (n >= kHostMappedBytes) CHECK(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20) == 0);
     std::memset(p, static_cast<int>(n & 0xFF), n);
     blocks.emplace_back(p, n);
   }
