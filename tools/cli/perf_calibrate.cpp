@@ -312,8 +312,7 @@ double attention_stream_gbs(int head_dim, int threads) {
                     g.external(make_tensor(DType::F16, width, kCtx, 1, 1, k + per_layer)), nullptr, bt);
     n.params = AttentionParams{.scale = 1.0f / std::sqrt(static_cast<float>(head_dim)), .softcap = 0.0f, .window = 0};
   }
-  const double bytes = 2.0 * static_cast<double>(per_layer) * 2 * layers;
-  return bytes / time_runs(*ex, g, 5, true) / 1e9;
+  return static_cast<double>(count * sizeof(uint16_t)) / time_runs(*ex, g, 5, true) / 1e9;
 }
 
 }  // namespace
