@@ -1,6 +1,7 @@
 // Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
 // types decode spends its time on: Q4_0, Q8_0 and Q4_K in their grouped layouts (Q4_0_R8,
-// Q8_0_R8, Q4_K_R8), and Q8_0 as in the file.
+// Q8_0_R8, Q4_K_R8), and Q8_0, Q4_K, Q5_K and Q6_K as in the file (Q6_K: the output head and
+// some layers of every Q4_K_M file; Q5_K: the Q5_K_M files).
 // Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
 // only the exact integer sums are formed differently. What they buy (docs/PERF.md): a 512-bit
 // register holds two rows' codes (or two sub-block pairs), and vpdpbusd / vpdpwssd fold the
@@ -16,6 +17,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+
+#include <type_traits>
 
 #include "backends/cpu/kernels/q4k_scales.h"
 #include "tensor/quants/quant_blocks.h"
@@ -153,10 +156,34 @@ void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   col.store(y, c0, y_stride);
 }
 
+// The row-major kernels' eight row streams, which the prefetchers do not follow: step i asks for
+// the i-th slice of the next group's eight rows (two groups ahead), so a group's bytes are in
+// cache when its turn comes.
+class RowsAhead {
+ public:
+  RowsAhead(const uint8_t* w, int64_t rb, int64_t steps)
+      : next_(reinterpret_cast<const char*>(w + 16 * rb)), slice_((8 * rb + 64 * steps - 1) / (64 * steps) * 64) {}
+  void step(int64_t i) const {
+    for (int64_t o = 0; o < slice_; o += 64) _mm_prefetch(next_ + i * slice_ + o, _MM_HINT_T0);
+  }
+
+ private:
+  const char* next_;
+  int64_t slice_;
+};
+
 // fp16 values in the low halves of eight 32-bit lanes, as floats.
 __m256 f16_low(__m256i w) {
   const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF));
   return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08)));
+}
+
+// fp16 values in the high halves of eight 32-bit lanes, as floats.
+__m256 f16_high(__m256i w) { return f16_low(_mm256_srli_epi32(w, 16)); }
+// The byte offsets of eight rows row_bytes apart, for the scale gathers.
+__m256i row_offsets(int64_t row_bytes) {
+  const int rb = static_cast<int>(row_bytes);
+  return _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
 }
 
 // Q8_0 (the file's row-major layout): one register holds block u of rows 2p and 2p+1. vpdpbusd
@@ -167,14 +194,12 @@ template <int NC>
 void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   constexpr int64_t kB = sizeof(block_q8_0);
   const int64_t K = x.K, nb = K / 32;
-  const int r32 = static_cast<int>(rb);
-  const __m256i off = _mm256_setr_epi32(0, r32, 2 * r32, 3 * r32, 4 * r32, 5 * r32, 6 * r32, 7 * r32);
+  const __m256i off = row_offsets(rb);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), order = row_order();
-  const char* next = reinterpret_cast<const char*>(w + 16 * rb);
-  const int64_t slice = (8 * rb + 64 * nb - 1) / (64 * nb) * 64;
+  const RowsAhead pf(w, rb, nb);
   Columns<NC> col(x, c0);
   for (int64_t u = 0; u < nb; ++u) {
-    for (int64_t o = 0; o < slice; o += 64) _mm_prefetch(next + u * slice + o, _MM_HINT_T0);
+    pf.step(u);
     __m512i xv[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
       xv[c] = dup32(col.q[c] + 32 * u);
@@ -232,6 +257,18 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   col.store(y, c0, y_stride);
 }
 
+// int16 element i of a 128-bit lane into lanes 0-1, element j into lanes 2-3 (vpshufb picks per lane).
+__m512i pick16(int i, int j) {
+  return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(static_cast<int16_t>((2 * i + 1) << 8 | 2 * i)),
+                                 _mm512_set1_epi16(static_cast<int16_t>((2 * j + 1) << 8 | 2 * j)));
+}
+// A super-block's activations q for the K-quants' code registers [sub-block i | i + 2] (32 values
+// each): [0 | 2], [1 | 3], [4 | 6], [5 | 7].
+void kquant_acts(const int8_t* q, __m512i* v) {
+  v[0] = two32(q, q + 64), v[1] = two32(q + 32, q + 96);
+  v[2] = two32(q + 128, q + 192), v[3] = two32(q + 160, q + 224);
+}
+
 // Q4_K_R8 (cpu/repacked.h): per row and super-block, two registers of codes whose low and high
 // nibbles hold sub-blocks [0 | 2], [1 | 3], [4 | 6], [5 | 7]; vpmaddubsw forms the code products
 // and vpdpwssd weights them by the sub-block scales and accumulates. The mins of all eight rows
@@ -243,12 +280,7 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
   const __m256i even = _mm256_set1_epi32(0x00FF00FF);
-  // int16 scale i into 128-bit lanes 0-1 and scale j into lanes 2-3 (vpshufb picks per lane).
-  auto pick = [](int i, int j) {
-    return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(static_cast<int16_t>((2 * i + 1) << 8 | 2 * i)),
-                                   _mm512_set1_epi16(static_cast<int16_t>((2 * j + 1) << 8 | 2 * j)));
-  };
-  const __m512i pk[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
+  const __m512i pk[4] = {pick16(0, 2), pick16(1, 3), pick16(4, 6), pick16(5, 7)};
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
@@ -265,9 +297,7 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
     const __m256i mins[4] = {_mm256_and_si256(mA, even), _mm256_and_si256(_mm256_srli_epi16(mA, 8), even),
                              _mm256_and_si256(mB, even), _mm256_and_si256(_mm256_srli_epi16(mB, 8), even)};
     for (int c = 0; c < NC; ++c) {
-      const int8_t* q = x.q.data() + (c0 + c) * K + s * QK_K;
-      xs[c][0] = two32(q, q + 64), xs[c][1] = two32(q + 32, q + 96);
-      xs[c][2] = two32(q + 128, q + 192), xs[c][3] = two32(q + 160, q + 224);
+      kquant_acts(x.q.data() + (c0 + c) * K + s * QK_K, xs[c]);
       const int32_t* b = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
       int32_t ps[8];
       for (int j = 0; j < 8; ++j) ps[j] = b[2 * j] + b[2 * j + 1];
@@ -312,10 +342,169 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
+// Q4_K and Q5_K in the file's layout, eight rows gathered: per row, q4_k_r8's arithmetic on the
+// row's own 128 code bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each
+// code register [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of
+// 16. The mins: the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2),
+// (1, 3) and (4, 6), (5, 7) per 32-bit lane, and taken by vpdpwssd against the activations'
+// sub-block sums paired the same way.
+template <class B, int NC>
+void k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr bool kFive = std::is_same_v<B, block_q5_K>;
+  constexpr int64_t kB = sizeof(B);
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i off = row_offsets(rb);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const __m512i pk[4] = {pick16(0, 2), pick16(1, 3), pick16(4, 6), pick16(5, 7)};
+  auto bits = [](int i, int j) {
+    return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8(static_cast<char>(1 << i)),
+                                   _mm512_set1_epi8(static_cast<char>(1 << j)));
+  };
+  const __m512i fifth[4] = {bits(0, 2), bits(1, 3), bits(4, 6), bits(5, 7)};
+  // Per qword (a row's mins m0..m7): [m0, m2 | m1, m3] and [m4, m6 | m5, m7] as int16.
+  // (vpshufb bytes per 128-bit lane, 0xFF for a zero: 0, _, 2, _, 1, _, 3, _, 8, _, 10, _, ...)
+  const __m512i mins_lo = _mm512_set4_epi32(static_cast<int>(0xFF0BFF09), static_cast<int>(0xFF0AFF08),
+                                            static_cast<int>(0xFF03FF01), static_cast<int>(0xFF02FF00));
+  const __m512i mins_hi = _mm512_set4_epi32(static_cast<int>(0xFF0FFF0D), static_cast<int>(0xFF0EFF0C),
+                                            static_cast<int>(0xFF07FF05), static_cast<int>(0xFF06FF04));
+  __m256 acc[NC], accm[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
+  const RowsAhead pf(w, rb, nsb);
+  for (int64_t s = 0; s < nsb; ++s) {
+    pf.step(s);
+    const uint8_t* blk = w + s * kB;
+    __m512i xs[NC][4], pairs_lo[NC], pairs_hi[NC];
+    for (int c = 0; c < NC; ++c) {
+      kquant_acts(x.q.data() + (c0 + c) * K + s * QK_K, xs[c]);
+      const int32_t* b = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
+      uint64_t ps[8];
+      for (int j = 0; j < 8; ++j) ps[j] = static_cast<uint16_t>(b[2 * j] + b[2 * j + 1]);
+      pairs_lo[c] = _mm512_set1_epi64(static_cast<int64_t>(ps[0] | ps[2] << 16 | ps[1] << 32 | ps[3] << 48));
+      pairs_hi[c] = _mm512_set1_epi64(static_cast<int64_t>(ps[4] | ps[6] << 16 | ps[5] << 32 | ps[7] << 48));
+    }
+    uint64_t mins8[8];
+    Rows8Sums rs[NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i isum[2][NC];
+      for (int k = 0; k < 2; ++k) {
+        const int r = 2 * p + k;
+        const B& b = *reinterpret_cast<const B*>(blk + r * rb);
+        const Q4kScales sm(b.scales);
+        mins8[r] = sm.mins();
+        const __m128i sc8 = _mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()));
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sc8));  // 8 int16 scales per 128 bits
+        const __m512i A = ld64(b.qs), Bq = ld64(b.qs + 64);
+        __m512i code[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
+                           _mm512_and_si512(Bq, m4), _mm512_and_si512(_mm512_srli_epi16(Bq, 4), m4)};
+        if constexpr (kFive) {
+          const __m512i qh = dup32(b.qh);
+          for (int i = 0; i < 4; ++i)
+            code[i] = _mm512_mask_add_epi8(code[i], _mm512_test_epi8_mask(qh, fifth[i]), code[i], sixteen);
+        }
+        for (int c = 0; c < NC; ++c) isum[k][c] = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+          const __m512i scv = _mm512_shuffle_epi8(sc, pk[i]);
+          for (int c = 0; c < NC; ++c)
+            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(code[i], xs[c][i]), scv);
+        }
+      }
+      for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
+    }
+    const __m512i mn = _mm512_loadu_si512(mins8);
+    const __m512i mlo = _mm512_shuffle_epi8(mn, mins_lo), mhi = _mm512_shuffle_epi8(mn, mins_hi);
+    const __m256i words = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk), off, 1);  // d | dmin << 16
+    const __m256 d = f16_low(words), dmin = f16_high(words);
+    for (int c = 0; c < NC; ++c) {
+      const __m512i m2 = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), mlo, pairs_lo[c]), mhi, pairs_hi[c]);
+      const __m256i M = _mm512_cvtepi64_epi32(_mm512_add_epi64(m2, _mm512_srli_epi64(m2, 32)));  // lane r: row r
+      const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rs[c].total()), _mm256_mul_ps(d, dxv), acc[c]);
+      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmin, dxv), accm[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
+}
+
+// Q6_K x Q8_K in the file's layout, eight rows gathered: d dx (sum_g sc_g sum(q qx) - 32 sum_g
+// sc_g sum_g(qx)), the bracket an exact integer. Per row and half (128 values), one register of
+// 6-bit codes holds values [0, 64) and one [64, 128): the low nibbles of ql's 64 bytes with qh's
+// bit pairs 0 and 2 (4 and 6 for the high nibbles) above them. Each 128-bit lane then covers one
+// 16-value group, whose int16 scale vpermw spreads over it.
+template <int NC>
+void q6_k(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr int64_t kB = sizeof(block_q6_K);
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i off = row_offsets(rb);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+  const __m512i shift_lo = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), shift_hi = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+  // vpermw indices: the int16 scale of group 4q + k into 128-bit lane k (q: the register's quarter).
+  __m512i group[4];
+  for (int q = 0; q < 4; ++q) {
+    alignas(64) int16_t idx[32];
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(4 * q + i / 8);
+    group[q] = _mm512_load_si512(idx);
+  }
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  const RowsAhead pf(w, rb, nsb);
+  for (int64_t s = 0; s < nsb; ++s) {
+    pf.step(s);
+    const uint8_t* blk = w + s * kB;
+    __m512i xq[NC][4];
+    __m256i bs16[NC];  // the 16 activation sums as int16 (|sum| <= 16 * 128)
+    for (int c = 0; c < NC; ++c) {
+      const int8_t* q = x.q.data() + (c0 + c) * K + s * QK_K;
+      for (int i = 0; i < 4; ++i) xq[c][i] = ld64(q + 64 * i);
+      const int32_t* bs = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
+      bs16[c] = _mm256_permute4x64_epi64(_mm256_packs_epi32(ld32(bs), ld32(bs + 8)), 0xD8);
+    }
+    Rows8Sums rs[NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i isum[2][NC];
+      for (int k = 0; k < 2; ++k) {
+        const block_q6_K& b = *reinterpret_cast<const block_q6_K*>(blk + (2 * p + k) * rb);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+        const __m512i sc = _mm512_castsi256_si512(sc16);  // vpermw reads only the low 16 elements
+        // The centre, 32 sum_g sc_g sum_g(qx), taken off the sums' starting value.
+        for (int c = 0; c < NC; ++c)
+          isum[k][c] = _mm512_zextsi256_si512(
+              _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs16[c]), 5)));
+        for (int h = 0; h < 2; ++h) {
+          const __m512i L = ld64(b.ql + 64 * h), H = dup32(b.qh + 32 * h);
+          const __m512i qlo = _mm512_or_si512(_mm512_and_si512(L, m4),
+                                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H, shift_lo), m2), 4));
+          const __m512i qhi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H, shift_hi), m2), 4));
+          const __m512i slo = _mm512_permutexvar_epi16(group[2 * h], sc);
+          const __m512i shi = _mm512_permutexvar_epi16(group[2 * h + 1], sc);
+          for (int c = 0; c < NC; ++c) {
+            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(qlo, xq[c][2 * h]), slo);
+            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(qhi, xq[c][2 * h + 1]), shi);
+          }
+        }
+      }
+      for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
+    }
+    // d is the block's last two bytes: the high half of the word at offset kB - 4.
+    const __m256 d = f16_high(_mm256_i32gather_epi32(reinterpret_cast<const int*>(blk + kB - 4), off, 1));
+    for (int c = 0; c < NC; ++c) {
+      const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rs[c].total()), _mm256_mul_ps(d, dxv), acc[c]);
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();  // -0 + 0: the AVX2 kernel's +0 for an all-zero row
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
+}
+
 constexpr Rows8Fn kQ4_0R8[4] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
 constexpr Rows8Fn kQ8_0R8[4] = {q8_0_r8<1>, q8_0_r8<2>, q8_0_r8<3>, q8_0_r8<4>};
 constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
+template <class B>
+constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
+constexpr Rows8Fn kQ6K[4] = {q6_k<1>, q6_k<2>, q6_k<3>, q6_k<4>};
 
 }  // namespace
 
@@ -325,6 +514,9 @@ const Rows8Fn* avx512_kernels(DType t) {
     case DType::Q8_0: return kQ8_0;
     case cpu::Q8_0_R8: return kQ8_0R8;
     case cpu::Q4_K_R8: return kQ4_KR8;
+    case DType::Q4_K: return kK45<block_q4_K>;
+    case DType::Q5_K: return kK45<block_q5_K>;
+    case DType::Q6_K: return kQ6K;
     default: return nullptr;
   }
 }
