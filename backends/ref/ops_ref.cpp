@@ -92,8 +92,15 @@ void rope(const Node& n, int64_t i0, int64_t i1) {
   const int32_t* pos = static_cast<const int32_t*>(n.src[1]->data);
   const float* ff = n.src[2] ? static_cast<const float*>(n.src[2]->data) : nullptr;
   const int64_t n_head = n.src[0]->ne[1];
-  for (int64_t r = i0; r < i1; ++r)
-    rope_row(row_of(n.src[0], r), row_of(n.dst, r), n.src[0]->ne[0], pos[r / n_head], ff, p);
+  // A token's angles serve all its heads (sin and cos per head and pair were a quarter of an F16
+  // model's prefill).
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<size_t>(p.n_rot) + 1);
+  int64_t token = -1;
+  for (int64_t r = i0; r < i1; ++r) {
+    if (r / n_head != token) token = r / n_head, rope_angles(pos[token], ff, p, cs.data());
+    rope_apply(row_of(n.src[0], r), row_of(n.dst, r), n.src[0]->ne[0], cs.data(), p);
+  }
 }
 
 void kv_store(const Node& n, int64_t i0, int64_t i1) {
@@ -299,8 +306,7 @@ void matmul(const Node& n) {
   }
 }
 
-void rope_row(const float* src, float* dst, int64_t head_dim, int32_t pos, const float* ff,
-              const RopeParams& p) {
+void rope_angles(int32_t pos, const float* ff, const RopeParams& p, float* cs) {
   const int64_t n_dims = p.n_rot;
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_dims));
   float corr[2] = {0, 0};
@@ -325,15 +331,23 @@ void rope_row(const float* src, float* dst, int64_t head_dim, int32_t pos, const
       theta = theta_interp * (1 - ramp) + theta_extrap * ramp;
       mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
     }
-    const float c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+    cs[i0] = std::cos(theta) * mscale, cs[i0 + 1] = std::sin(theta) * mscale;
+    theta_base *= theta_scale;
+  }
+}
+
+void rope_apply(const float* src, float* dst, int64_t head_dim, const float* cs, const RopeParams& p) {
+  const int64_t n_dims = p.n_rot;
+  for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
+    const float c = cs[i0], s = cs[i0 + 1];
     const int64_t a = p.mode == ROPE_NEOX ? i0 / 2 : i0;
     const int64_t b = p.mode == ROPE_NEOX ? i0 / 2 + n_dims / 2 : i0 + 1;
     const float x0 = src[a], x1 = src[b];
     dst[a] = x0 * c - x1 * s;
     dst[b] = x0 * s + x1 * c;
-    theta_base *= theta_scale;
   }
   for (int64_t i = n_dims; i < head_dim; ++i) dst[i] = src[i];
 }
+
 
 }  // namespace kestrel::ref

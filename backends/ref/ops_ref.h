@@ -49,8 +49,9 @@ void ssm_conv(const Node& n, int64_t c0, int64_t c1);
 void ssm_scan(const Node& n, int64_t r0, int64_t r1);
 void relu_sqr(const Node& n, int64_t r0, int64_t r1);
 
-// Per-row helpers shared with the CPU backend.
-void rope_row(const float* src, float* dst, int64_t head_dim, int32_t pos, const float* freq_factors,
-              const RopeParams& p);
+// ROPE's two halves: a position's angles (once per token), then a row rotated by them (each head).
+// cs[2 i], cs[2 i + 1]: the cosine and sine (times the attention factor) of pair i < n_rot / 2.
+void rope_angles(int32_t pos, const float* freq_factors, const RopeParams& p, float* cs);
+void rope_apply(const float* src, float* dst, int64_t head_dim, const float* cs, const RopeParams& p);
 
 }  // namespace kestrel::ref
