@@ -1,5 +1,7 @@
 #include "backends/cpu/simd.h"
 
+#include "backends/cpu/kernels/gemm_f32.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +59,14 @@ float dot_f32_portable(const float* a, const float* b, int64_t n) {
   for (int j = 0; j < 8; ++j) s += acc[j];
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
+}
+
+GemmF32Fn gemm_f32_kernel() {
+#if defined(__x86_64__)
+  if (use_avx512()) return gemm_f32_avx512;
+  if (has_avx2_fma()) return gemm_f32_avx2;
+#endif
+  return nullptr;
 }
 
 DotF32Fn dot_f32_kernel() {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/kernels/gemm_f32.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/simd.h"
 #include "backends/ref/ops_ref.h"
@@ -149,6 +150,61 @@ TEST_CASE("F16 and BF16 rows: the vectorised conversions give the portable value
       for (int64_t i = 0; i < n; ++i)
         if (!(std::isnan(want[i]) && std::isnan(got[i])) && !same_bits(want[i], got[i])) ++differ;
       CHECK(differ == 0);
+    }
+  }
+#endif
+}
+
+// MATMUL's float path (F32, F16, BF16, ...) takes the register-blocked kernels of gemm_f32.h,
+// which must give every (row, column) dot_f32_avx2's bits on the row's F32 values: both kernels,
+// rows stored as F32, F16 and BF16, every count of rows and columns a pass takes, and lengths
+// that leave every tail (the 16-value steps, the 8-value step, the scalar values), with strides
+// wider than a row.
+TEST_CASE("FP32 products: the blocked kernels give dot_f32_avx2's bits") {
+#if defined(__x86_64__)
+  if (!cpu::has_avx2_fma()) return;
+  std::vector<std::pair<const char*, cpu::GemmF32Fn>> kernels = {{"avx2", cpu::gemm_f32_avx2}};
+  if (cpu::has_avx512_vnni()) kernels.push_back({"avx512", cpu::gemm_f32_avx512});
+  std::mt19937 rng(33);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (DType wt : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t K : {1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 40, 100, 257, 1024}) {
+      const int64_t ld = K + 5;
+      constexpr int64_t kCols = 9;
+      std::vector<float> vals(static_cast<size_t>(cpu::kGemmF32Rows * ld)), x(static_cast<size_t>(kCols * ld));
+      for (float& v : vals) v = nd(rng);
+      for (float& v : x) v = nd(rng) * 3.0f;
+      // The rows as stored (wt) and their exact F32 values, which the oracle reads.
+      const DTypeInfo& ti = dtype_info(wt);
+      std::vector<uint8_t> stored(static_cast<size_t>(cpu::kGemmF32Rows) * dtype_row_size(wt, ld));
+      std::vector<float> exact(vals.size());
+      const void* rp[cpu::kGemmF32Rows];
+      for (int r = 0; r < cpu::kGemmF32Rows; ++r) {
+        uint8_t* row = stored.data() + r * dtype_row_size(wt, ld);
+        ti.from_float(vals.data() + r * ld, row, ld);
+        ti.to_float(row, exact.data() + r * ld, ld);
+        rp[r] = row;
+      }
+      for (const auto& [name, gemm] : kernels) {
+        for (int nr = 1; nr <= cpu::kGemmF32Rows; ++nr) {
+          for (int64_t nc = 1; nc <= kCols; ++nc) {
+            CAPTURE(dtype_name(wt));
+            CAPTURE(name);
+            CAPTURE(K);
+            CAPTURE(nr);
+            CAPTURE(nc);
+            const int64_t ldy = nr + 3;
+            std::vector<float> y(static_cast<size_t>(nc * ldy), -7.0f);
+            gemm(wt, rp, nr, x.data(), ld, nc, K, y.data(), ldy);
+            int bad = 0;
+            for (int64_t c = 0; c < nc; ++c)
+              for (int r = 0; r < nr; ++r)
+                bad += !same_bits(y[c * ldy + r], cpu::dot_f32_avx2(exact.data() + r * ld, x.data() + c * ld, K));
+            CHECK(bad == 0);
+            CHECK(y[nr] == -7.0f);  // nothing written between a column's rows
+          }
+        }
+      }
     }
   }
 #endif

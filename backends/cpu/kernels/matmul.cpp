@@ -5,14 +5,17 @@
 // of its weight rows (read from memory once), interleaves them 8 rows at a time and runs the tiled
 // 8-row x 3-column micro-kernels of qtile_avx2.cpp over every column. All of them follow one
 // arithmetic to the bit (qgemm.h), so a column's result does not depend on the batch around it.
-// Other types (F32/F16/BF16, or no AVX2) dequantize one row at a time into an L1-resident buffer
-// (F16 and BF16 eight values at a time: convert_avx2.cpp) and take FP32 dot products.
+// Other types (F32/F16/BF16 and the rest) convert rows to F32 (F16 and BF16 eight values at a
+// time: convert_avx2.cpp) a few at a time and take FP32 products in the register-blocked kernels
+// of gemm_f32.h, each result dot_f32_avx2's bits; without AVX2, one row at a time and a portable
+// dot per column.
 #include "backends/cpu/kernels/kernels.h"
 
 #include <algorithm>
 #include <span>
 #include <vector>
 
+#include "backends/cpu/kernels/gemm_f32.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/repacked.h"
 #include "backends/cpu/simd.h"
@@ -122,6 +125,44 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
   });
 }
 
+// The float path with a blocked kernel (gemm_f32.h): each thread's rows kGemmF32Rows at a time.
+// F32 rows are read in place; F16 and BF16 rows too, converted in registers, up to
+// kReadAsStoredCols columns (decode: nothing written and read back); otherwise rows are converted
+// to F32 once per panel of columns, whose activations (about 1 MiB) stay in the core's L2 while
+// every row block of the thread passes over them.
+void float_gemm(const Node& n, GemmF32Fn gemm, ToFloatFn to_float, const float* xr, ThreadPool& pool) {
+  constexpr int64_t kReadAsStoredCols = 4;
+  const Tensor* w = n.src[0];
+  const int64_t K = w->ne[0], N = w->ne[1], M = n.src[1]->ne[1];
+  const int64_t y_stride = static_cast<int64_t>(n.dst->nb[1] / sizeof(float));
+  const bool as_stored = w->type == DType::F32 ||
+                         ((w->type == DType::F16 || w->type == DType::BF16) && M <= kReadAsStoredCols);
+  const DType wt = as_stored ? w->type : DType::F32;
+  const int64_t panel = as_stored ? M : std::clamp<int64_t>((int64_t{1} << 20) / (4 * K) / 4 * 4, 4, 64);
+  pool.run([&](int ith, int nth) {
+    thread_local std::vector<float> wbuf;
+    if (!as_stored) wbuf.resize(static_cast<size_t>(kGemmF32Rows * K));
+    int64_t r0, r1;
+    ThreadPool::split(N, ith, nth, &r0, &r1);
+    for (int64_t c0 = 0; c0 < M; c0 += panel) {
+      const int64_t nc = std::min(panel, M - c0);
+      for (int64_t r = r0; r < r1; r += kGemmF32Rows) {
+        const int nr = static_cast<int>(std::min<int64_t>(kGemmF32Rows, r1 - r));
+        const void* rows[kGemmF32Rows];
+        for (int j = 0; j < nr; ++j) {
+          if (as_stored) {
+            rows[j] = w->row(r + j);
+          } else {
+            to_float(w->row(r + j), wbuf.data() + j * K, K);
+            rows[j] = wbuf.data() + j * K;
+          }
+        }
+        gemm(wt, rows, nr, xr + c0 * K, K, nc, K, n.dst->f32(c0) + r, y_stride);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 size_t matmuls(const std::vector<Node>& nodes, size_t i, size_t end, ThreadPool& pool) {
@@ -160,12 +201,16 @@ void matmul(const Node& n, ThreadPool& pool) {
   static thread_local std::vector<float> xr;  // owned by the calling thread, read by all
   xr.resize(static_cast<size_t>(K * M));
   float* xr_data = xr.data();
-  const DotF32Fn dot = dot_f32_kernel();
   pool.run([&](int ith, int nth) {
     int64_t m0, m1;
     ThreadPool::split(M, ith, nth, &m0, &m1);
     for (int64_t m = m0; m < m1; ++m) ref::round_activations(ti.vec_dot_type, x->f32(m), xr_data + m * K, K);
   });
+  if (const GemmF32Fn gemm = gemm_f32_kernel()) {
+    float_gemm(n, gemm, to_float, xr_data, pool);
+    return;
+  }
+  const DotF32Fn dot = dot_f32_kernel();
   pool.run([&](int ith, int nth) {
     thread_local std::vector<float> wrow;
     wrow.resize(static_cast<size_t>(K));

@@ -1,7 +1,8 @@
 // Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
 // types decode spends its time on: Q4_0, Q8_0 and Q4_K in their grouped layouts (Q4_0_R8,
-// Q8_0_R8, Q4_K_R8), and Q8_0, Q4_K, Q5_K and Q6_K as in the file (Q6_K: the output head and
-// some layers of every Q4_K_M file; Q5_K: the Q5_K_M files).
+// Q8_0_R8, Q4_K_R8), and Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 as in the file (Q6_K: the
+// output head and some layers of every Q4_K_M file; Q5_K: the Q5_K_M files; MXFP4: GPT-OSS's
+// experts).
 // Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
 // only the exact integer sums are formed differently. What they buy (docs/PERF.md): a 512-bit
 // register holds two rows' codes (or two sub-block pairs), and vpdpbusd / vpdpwssd fold the
@@ -12,9 +13,10 @@
 #include "backends/cpu/kernels/qdirect.h"
 
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC bug 105593).
+// GCC 12's avx512fintrin.h trips its own -W(maybe-)uninitialized on its _mm*_undefined_* (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
@@ -498,6 +500,102 @@ void q6_k(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
 }
 
+// The 4-bit types with a value table (IQ4_NL: fp16 scale; MXFP4: E8M0 exponent), for nl4.
+struct Iq4nlT {
+  using Block = block_iq4_nl;
+  static constexpr int kQs = 2;
+  static const int8_t* table() { return kvalues_iq4nl; }
+  static __m256 scale(__m256i words) { return f16_low(words); }
+};
+struct Mxfp4T {
+  using Block = block_mxfp4;
+  static constexpr int kQs = 1;
+  static const int8_t* table() { return kvalues_mxfp4; }
+  // 2^(e - 128) from the exponent bytes e in the low bytes of the lanes (e8m0_to_fp32_half).
+  static __m256 scale(__m256i words) {
+    const __m256i e = _mm256_and_si256(words, _mm256_set1_epi32(0xFF));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(_mm256_cmplt_epu32_mask(e, _mm256_set1_epi32(2)), normal, subnormal));
+  }
+};
+
+// IQ4_NL and MXFP4 in the file's layout, eight rows gathered: per pair of blocks (u, u + 1), one
+// register holds rows 2p and 2p+1's codes as q4_0_r8's unit does ([row 2p: block u, block u + 1 |
+// row 2p+1: the same], 16 bytes each); vpshufb maps the nibbles through the type's table plus 128
+// (unsigned bytes, for vpdpbusd) and 128 sum(qx) per block comes off through the starting value.
+// An odd last block goes alone, the other block's activations zero.
+template <class T, int NC>
+void nl4(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  constexpr int64_t kB = sizeof(typename T::Block);
+  const int64_t K = x.K, nb = K / 32;
+  const __m256i off = row_offsets(rb);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), order = row_order();
+  const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T::table()))),
+                                       _mm512_set1_epi8(static_cast<char>(0x80)));
+  Columns<NC> col(x, c0);
+  const RowsAhead pf(w, rb, (nb + 1) / 2);
+  // Rows 2p and 2p+1's codes of blocks u and u + 1 (or u twice), as table values plus 128.
+  auto codes = [&](int p, int64_t u, int64_t u1, __m512i& lo, __m512i& hi) {
+    const uint8_t* a = w + 2 * p * rb + T::kQs;
+    const __m256i ra = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a + u1 * kB),
+                                           reinterpret_cast<const __m128i*>(a + u * kB));
+    const __m256i rb2 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a + rb + u1 * kB),
+                                            reinterpret_cast<const __m128i*>(a + rb + u * kB));
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb2, 1);
+    lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+    hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+  };
+  int64_t u = 0;
+  for (; u + 2 <= nb; u += 2) {
+    pf.step(u / 2);
+    __m512i xa[NC], xb[NC], init[NC];
+    for (int c = 0; c < NC; ++c) {
+      const int8_t* q = paired_acts(c0 + c, K) + 32 * u;  // the pair order (qdirect.h)
+      xa[c] = dup32(q), xb[c] = dup32(q + 32);
+      const int32_t* b = col.bs[c] + 2 * u;
+      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0101, -128 * (b[0] + b[1])), 0x1010, -128 * (b[2] + b[3]));
+    }
+    __m512i v[4][NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i lo, hi;
+      codes(p, u, u + 1, lo, hi);
+      for (int c = 0; c < NC; ++c) v[p][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init[c], lo, xa[c]), hi, xb[c]);
+    }
+    const __m256 d0 = T::scale(_mm256_i32gather_epi32(reinterpret_cast<const int*>(w + u * kB), off, 1));
+    const __m256 d1 = T::scale(_mm256_i32gather_epi32(reinterpret_cast<const int*>(w + (u + 1) * kB), off, 1));
+    for (int c = 0; c < NC; ++c) {
+      const __m512 f = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c])));
+      col.acc[c] = _mm256_fmadd_ps(lower(f), _mm256_mul_ps(d0, _mm256_set1_ps(col.dx[c][u])), col.acc[c]);
+      col.acc[c] = _mm256_fmadd_ps(upper(f), _mm256_mul_ps(d1, _mm256_set1_ps(col.dx[c][u + 1])), col.acc[c]);
+    }
+  }
+  if (u < nb) {
+    pf.step(u / 2);
+    __m512i xa[NC], xb[NC], init[NC];
+    for (int c = 0; c < NC; ++c) {  // block u's activations in 128-bit lanes 0 and 2, zero in 1 and 3
+      const int8_t* q = col.q[c] + 32 * u;
+      xa[c] = _mm512_maskz_broadcast_i32x4(0x0F0F, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      xb[c] = _mm512_maskz_broadcast_i32x4(0x0F0F, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+      init[c] = _mm512_maskz_set1_epi32(0x0101, -128 * (col.bs[c][2 * u] + col.bs[c][2 * u + 1]));
+    }
+    __m512i v[4][NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i lo, hi;
+      codes(p, u, u, lo, hi);
+      for (int c = 0; c < NC; ++c) v[p][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init[c], lo, xa[c]), hi, xb[c]);
+    }
+    const __m256 d0 = T::scale(_mm256_i32gather_epi32(reinterpret_cast<const int*>(w + u * kB), off, 1));
+    for (int c = 0; c < NC; ++c) {
+      const __m512 f = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c])));
+      col.acc[c] = _mm256_fmadd_ps(lower(f), _mm256_mul_ps(d0, _mm256_set1_ps(col.dx[c][u])), col.acc[c]);
+    }
+  }
+  col.store(y, c0, y_stride);
+}
+
 constexpr Rows8Fn kQ4_0R8[4] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
 constexpr Rows8Fn kQ8_0R8[4] = {q8_0_r8<1>, q8_0_r8<2>, q8_0_r8<3>, q8_0_r8<4>};
@@ -505,6 +603,8 @@ constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 template <class B>
 constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
 constexpr Rows8Fn kQ6K[4] = {q6_k<1>, q6_k<2>, q6_k<3>, q6_k<4>};
+template <class T>
+constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 }  // namespace
 
@@ -517,6 +617,8 @@ const Rows8Fn* avx512_kernels(DType t) {
     case DType::Q4_K: return kK45<block_q4_K>;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;
+    case DType::IQ4_NL: return kNl4<Iq4nlT>;
+    case DType::MXFP4: return kNl4<Mxfp4T>;
     default: return nullptr;
   }
 }
