@@ -52,7 +52,11 @@ void binary(const Node& n, int64_t i0, int64_t i1, F f) {
     const float* a = row_of(n.src[0], r);
     const float* b = bcast_row(n.src[1], r);
     float* y = row_of(n.dst, r);
-    for (int64_t k = 0; k < K; ++k) y[k] = f(a[k], b[k % K1]);
+    // b repeats every K1 values; in runs of K1 the loop has no modulo and vectorises.
+    for (int64_t k0 = 0; k0 < K; k0 += K1) {
+      const int64_t len = std::min(K1, K - k0);
+      for (int64_t k = 0; k < len; ++k) y[k0 + k] = f(a[k0 + k], b[k]);
+    }
   }
 }
 
