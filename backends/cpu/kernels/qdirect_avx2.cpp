@@ -347,8 +347,11 @@ int64_t qdirect_max_cols(DType w) {
   // the 4-bit types decode cheapest and share it over most columns.
   // The AVX-512 kernels of the grouped layouts beat unpack + tiles at every batch measured, up to
   // 512 columns (pp512 Q4_0 57 -> 175 tokens/s, Q8_0 85 -> 124, Q4_K 87 -> 118; docs/PERF.md
-  // item 18), so they serve batches up to there.
-  if (use_avx512() && cpu::is_grouped(w) && qdirect::avx512_kernels(w)) return 512;
+  // item 18), so they serve batches up to there; so do Q5_K's and Q6_K's in the file's layout
+  // (Llama-3.2-1B shape pp512: Q6_K 51-54 -> 76-79 tokens/s, Q5_K 61-85 -> 96-98; pp64 Q6_K
+  // 55 -> 85-99).
+  if (use_avx512() && (cpu::is_grouped(w) || w == DType::Q5_K || w == DType::Q6_K) && qdirect::avx512_kernels(w))
+    return 512;
   switch (w) {
     case DType::Q4_0: case cpu::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;
