@@ -35,6 +35,12 @@ std::vector<float> run_matmul(const Tensor& w, const Tensor& x, int64_t m, int t
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The batch where a type's fused kernels hand over to the tiled GEMM, for the tests' batch sizes:
+// the AVX-512 kernels that serve every batch (kMaxFusedCols) are checked at 600 columns and
+// beyond instead, still more than a 512-token step; their types' tiled GEMM is checked with the
+// AVX2 kernel set, whose crossovers are lower.
+int64_t crossover(DType t) { return std::min<int64_t>(cpu::qdirect_max_cols(t), 600); }
+
 // The fused kernel sets this CPU can run (simd.h): AVX2, and AVX-512 VNNI where present; the
 // scope switches to one and back.
 std::vector<bool> avx512_choices() {
@@ -58,7 +64,7 @@ TEST_CASE("quantized MATMUL: every column equals the canonical arithmetic bit fo
     const int64_t bs = dtype_info(type).block_size;
     if (!cpu::qgemm_supports(type, bs)) continue;
     // Batches on both sides of the type's switch from the fused kernels to the tiled GEMM.
-    const int64_t fused = cpu::qdirect_max_cols(type), kCols = std::max<int64_t>(9, fused + 2);
+    const int64_t fused = crossover(type), kCols = std::max<int64_t>(9, fused + 2);
     // One block, an odd and an even count (the 4-bit kernels take blocks in pairs), and more.
     const std::vector<int64_t> Ks = bs == 32 ? std::vector<int64_t>{32, 96, 256, 288} : std::vector<int64_t>{256, 768};
     for (int64_t K : Ks) {
@@ -116,7 +122,7 @@ TEST_CASE("MATMUL: a column alone and inside a batch give the same bits") {
   for (DType type : kAllTypes) {
     const int64_t bs = dtype_info(type).block_size;
     CAPTURE(dtype_name(type));
-    const int64_t K = bs == 256 ? 512 : bs == 128 ? 384 : 320, N = 43, M = std::max<int64_t>(17, cpu::qdirect_max_cols(type) + 3);
+    const int64_t K = bs == 256 ? 512 : bs == 128 ? 384 : 320, N = 43, M = std::max<int64_t>(17, crossover(type) + 3);
     Buffers buf;
     Tensor w = buf.tensor(type, K, N);
     fill_random_weights(w, rng);
@@ -277,7 +283,7 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
     std::vector<int64_t> fused;
     for (bool avx512 : avx512_choices()) {
       const Avx512Scope isa(avx512);
-      fused.push_back(cpu::qdirect_max_cols(grouped));
+      fused.push_back(crossover(grouped));
     }
     const std::vector<int64_t> Ks = plain == DType::Q4_K ? std::vector<int64_t>{256, 768, 2048}
                                                          : std::vector<int64_t>{64, 320, 2048};
@@ -308,7 +314,7 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
         for (bool avx512 : avx512_choices()) {
           const Avx512Scope isa(avx512);
           CAPTURE(avx512);
-          const int64_t f = cpu::qdirect_max_cols(grouped), plain_f = cpu::qdirect_max_cols(plain);
+          const int64_t f = crossover(grouped), plain_f = crossover(plain);
           for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, plain_f, plain_f + 1, f, f + 1, f + 3}) {
             for (int threads : {1, 2, 3}) {
               CAPTURE(m);

@@ -345,13 +345,13 @@ bool qdirect_supports(DType w, int64_t K, int64_t row_bytes) {
 int64_t qdirect_max_cols(DType w) {
   // Where unpack + tiles caught up, one thread, K 2048 (tiled time / fused time = 1), rounded down:
   // the 4-bit types decode cheapest and share it over most columns.
-  // The AVX-512 kernels of the grouped layouts beat unpack + tiles at every batch measured, up to
-  // 512 columns (pp512 Q4_0 57 -> 175 tokens/s, Q8_0 85 -> 124, Q4_K 87 -> 118; docs/PERF.md
-  // item 18), so they serve batches up to there; so do Q5_K's and Q6_K's in the file's layout
-  // (Llama-3.2-1B shape pp512: Q6_K 51-54 -> 76-79 tokens/s, Q5_K 61-85 -> 96-98; pp64 Q6_K
-  // 55 -> 85-99).
+  // The AVX-512 kernels of the grouped layouts beat unpack + tiles at every batch measured
+  // (pp512 Q4_0 57 -> 175 tokens/s, Q8_0 85 -> 124, Q4_K 87 -> 118, docs/PERF.md item 18; at
+  // 2048 columns, one step of a 2048-token prompt, Q4_0 47-61 -> 90-103), and so do Q5_K's and
+  // Q6_K's in the file's layout (pp512 Q6_K 51-54 -> 76-79, Q5_K 61-85 -> 96-98): they serve
+  // every batch a step takes (n_batch up to 4096).
   if (use_avx512() && (cpu::is_grouped(w) || w == DType::Q5_K || w == DType::Q6_K) && qdirect::avx512_kernels(w))
-    return 512;
+    return kMaxFusedCols;
   switch (w) {
     case DType::Q4_0: case cpu::Q4_0_R8: return 128;
     case DType::Q4_1: return 112;
@@ -378,12 +378,20 @@ void qdirect_rows(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, i
   const qdirect::Rows8Fn* fns = use_avx512() ? qdirect::avx512_kernels(w) : nullptr;
   if (!fns) fns = qdirect::block32_kernels(w);
   if (!fns) fns = qdirect::kquant_kernels(w);
+  // Columns in panels whose activations (K int8 codes and 1.5 bytes of scales and sums per 8
+  // values: about 1.2 K bytes a column) fit in 512 KiB, so they stay in L2 while each 8-row group
+  // passes over them; one pass over all columns per group streamed a long prompt's activations
+  // (4 MiB at K 8192 x 512 columns) from L3 once per 8 rows. Multiples of 4: the same kernel calls.
+  const int64_t panel = std::max<int64_t>(4, (int64_t{512} << 10) / (x.K + x.K / 4) / 4 * 4);
   int64_t r = r0;
-  for (; r + 8 <= r1; r += 8)
-    for (int64_t c = 0; c < n_cols; c += 4) {
-      const int nc = static_cast<int>(std::min<int64_t>(4, n_cols - c));
-      fns[nc - 1](data + r * row_bytes, row_bytes, x, c, y + r, y_stride);
-    }
+  for (int64_t p0 = 0; p0 < n_cols; p0 += panel) {
+    const int64_t p1 = std::min(n_cols, p0 + panel);
+    for (r = r0; r + 8 <= r1; r += 8)
+      for (int64_t c = p0; c < p1; c += 4) {
+        const int nc = static_cast<int>(std::min<int64_t>(4, p1 - c));
+        fns[nc - 1](data + r * row_bytes, row_bytes, x, c, y + r, y_stride);
+      }
+  }
   if (r < r1) {  // fewer than 8 rows left: the scalar form of the same arithmetic
     thread_local UnpackedRows wu;
     wu.resize(r1 - r, x.K);

@@ -100,7 +100,9 @@ void qgemm_tiles(DType type, const InterleavedRows& w, int64_t n_groups, const Q
 // vec_dot type.
 bool qdirect_supports(DType w, int64_t K, int64_t row_bytes);
 // The most columns for which the fused kernels beat unpack + tiles (measured per type and
-// instruction set, K 2048: docs/PERF.md); 0 for types without fused kernels.
+// instruction set, K 2048: docs/PERF.md); 0 for types without fused kernels. The AVX-512 kernels
+// of the grouped layouts, Q5_K and Q6_K win at every batch measured: kMaxFusedCols.
+constexpr int64_t kMaxFusedCols = 4096;
 int64_t qdirect_max_cols(DType w);
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride);
