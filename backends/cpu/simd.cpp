@@ -1,13 +1,13 @@
 #include "backends/cpu/simd.h"
 
-#include "backends/cpu/kernels/gemm_f32.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+
+#include "backends/cpu/kernels/gemm_f32.h"
 
 namespace kestrel::cpu {
 

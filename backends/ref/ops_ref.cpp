@@ -353,5 +353,4 @@ void rope_apply(const float* src, float* dst, int64_t head_dim, const float* cs,
   for (int64_t i = n_dims; i < head_dim; ++i) dst[i] = src[i];
 }
 
-
 }  // namespace kestrel::ref
