@@ -271,6 +271,26 @@ void kquant_acts(const int8_t* q, __m512i* v) {
   v[2] = two32(q + 128, q + 192), v[3] = two32(q + 160, q + 224);
 }
 
+// A row's 128 Q4_K/Q5_K code bytes as the registers [sub-block i | i + 2]: the low and high
+// nibbles of its two 64-byte halves.
+void k4_codes(const uint8_t* qs, __m512i* code) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), A = ld64(qs), B = ld64(qs + 64);
+  code[0] = _mm512_and_si512(A, m4), code[1] = _mm512_and_si512(_mm512_srli_epi16(A, 4), m4);
+  code[2] = _mm512_and_si512(B, m4), code[3] = _mm512_and_si512(_mm512_srli_epi16(B, 4), m4);
+}
+// One row's super-block against NC columns: sum_j sc_j sum(q qx) as 16-lane partials (vpmaddubsw
+// for the code products, vpdpwssd weighting them by the row's eight scales, one byte each in
+// `scales`, picked per register by pk).
+template <int NC>
+void k4_isum(uint64_t scales, const __m512i* code, const __m512i (*xs)[4], const __m512i* pk, __m512i* isum) {
+  const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scales))));
+  for (int c = 0; c < NC; ++c) isum[c] = _mm512_setzero_si512();
+  for (int i = 0; i < 4; ++i) {
+    const __m512i scv = _mm512_shuffle_epi8(sc, pk[i]);
+    for (int c = 0; c < NC; ++c) isum[c] = _mm512_dpwssd_epi32(isum[c], _mm512_maddubs_epi16(code[i], xs[c][i]), scv);
+  }
+}
+
 // Q4_K_R8 (cpu/repacked.h): per row and super-block, two registers of codes whose low and high
 // nibbles hold sub-blocks [0 | 2], [1 | 3], [4 | 6], [5 | 7]; vpmaddubsw forms the code products
 // and vpdpwssd weights them by the sub-block scales and accumulates. The mins of all eight rows
@@ -279,7 +299,6 @@ void kquant_acts(const int8_t* q, __m512i* v) {
 template <int NC>
 void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, nsb = K / QK_K;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
   const __m256i even = _mm256_set1_epi32(0x00FF00FF);
   const __m512i pk[4] = {pick16(0, 2), pick16(1, 3), pick16(4, 6), pick16(5, 7)};
@@ -318,18 +337,9 @@ void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
       for (int k = 0; k < 2; ++k) {
         const int r = 2 * p + k;
         const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), 0, Q4kScales::word(unit + 96 + 4 * r));
-        const __m128i sc8 = _mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()));
-        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sc8));  // 8 int16 scales per 128 bits
-        const uint8_t* qs = unit + 128 + 128 * r;
-        const __m512i A = ld64(qs), B = ld64(qs + 64);
-        const __m512i code[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
-                                 _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
-        for (int c = 0; c < NC; ++c) isum[k][c] = _mm512_setzero_si512();
-        for (int i = 0; i < 4; ++i) {
-          const __m512i scv = _mm512_shuffle_epi8(sc, pk[i]);
-          for (int c = 0; c < NC; ++c)
-            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(code[i], xs[c][i]), scv);
-        }
+        __m512i code[4];
+        k4_codes(unit + 128 + 128 * r, code);
+        k4_isum<NC>(sm.scales(), code, xs, pk, isum[k]);
       }
       for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
     }
@@ -356,7 +366,7 @@ void k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
   constexpr int64_t kB = sizeof(B);
   const int64_t K = x.K, nsb = K / QK_K;
   const __m256i off = row_offsets(rb);
-  const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const __m512i sixteen = _mm512_set1_epi8(16);
   const __m512i pk[4] = {pick16(0, 2), pick16(1, 3), pick16(4, 6), pick16(5, 7)};
   auto bits = [](int i, int j) {
     return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8(static_cast<char>(1 << i)),
@@ -394,22 +404,14 @@ void k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
         const B& b = *reinterpret_cast<const B*>(blk + r * rb);
         const Q4kScales sm(b.scales);
         mins8[r] = sm.mins();
-        const __m128i sc8 = _mm_cvtsi64_si128(static_cast<int64_t>(sm.scales()));
-        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sc8));  // 8 int16 scales per 128 bits
-        const __m512i A = ld64(b.qs), Bq = ld64(b.qs + 64);
-        __m512i code[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
-                           _mm512_and_si512(Bq, m4), _mm512_and_si512(_mm512_srli_epi16(Bq, 4), m4)};
+        __m512i code[4];
+        k4_codes(b.qs, code);
         if constexpr (kFive) {
           const __m512i qh = dup32(b.qh);
           for (int i = 0; i < 4; ++i)
             code[i] = _mm512_mask_add_epi8(code[i], _mm512_test_epi8_mask(qh, fifth[i]), code[i], sixteen);
         }
-        for (int c = 0; c < NC; ++c) isum[k][c] = _mm512_setzero_si512();
-        for (int i = 0; i < 4; ++i) {
-          const __m512i scv = _mm512_shuffle_epi8(sc, pk[i]);
-          for (int c = 0; c < NC; ++c)
-            isum[k][c] = _mm512_dpwssd_epi32(isum[k][c], _mm512_maddubs_epi16(code[i], xs[c][i]), scv);
-        }
+        k4_isum<NC>(sm.scales(), code, xs, pk, isum[k]);
       }
       for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
     }
