@@ -5,7 +5,10 @@ to the next, so every round of a row calibrates, predicts and measures within a 
 a row reports the medians of its rounds. Synthetic models are written to DIR once and reused.
 
   tools/dev/perf_validate.py [--build build] [--dir /tmp] [--rounds 3] [--threads N]
-                             [--only decode|depth|batch]
+                             [--only decode|depth|batch] [--calibrate row|once|none]
+
+A calibration takes minutes. --calibrate once calibrates at the start only, none uses the profile
+`kestrel bench --calibrate` saved last: quicker, but the rows then see the machine's drift since.
 """
 import argparse
 import json
@@ -26,6 +29,8 @@ def main():
     ap.add_argument("--only", choices=["decode", "depth", "batch"])
     ap.add_argument("--depths", default="1024,4096", help="context depths of the depth rows")
     ap.add_argument("--models", help="only these files' rows (comma-separated base names)")
+    ap.add_argument("--calibrate", choices=["row", "once", "none"], default="row",
+                    help="calibrate before every round of every row (default), once, or not at all")
     a = ap.parse_args()
     k = os.path.join(a.build, "kestrel")
     t = str(a.threads)
@@ -42,8 +47,12 @@ def main():
     def err(p, m):
         return "%+.0f%%" % (100 * (p - m) / m) if m > 0 else ""
 
+    calibrated = []
+
     def calibrate():
-        run("bench", "--calibrate", "-t", t)
+        if a.calibrate == "row" or (a.calibrate == "once" and not calibrated):
+            run("bench", "--calibrate", "-t", t)
+            calibrated.append(True)
 
     def predict(model, ctx, batches=None):
         args = ["perf", "-m", model, "--hw", "local", "-t", t, "--ctx", ctx, "-p", 512, "--json"]
