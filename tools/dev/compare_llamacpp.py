@@ -12,7 +12,9 @@ each engine's rounds and the ratios of their medians.
 -d takes depths for the generation tests (llama-bench's -d; ik_llama.cpp's -gp DEPTH,N): with
 depths other than 0 the prompt tests are left out (a depth row is slow; give it its own run).
 Build llama.cpp and ik_llama.cpp outside this repository, CPU-only, with their own native flags
-(GGML_NATIVE=ON); the commands are in docs/PERF.md.
+(GGML_NATIVE=ON); the commands are in docs/PERF.md. KESTREL_NO_AVX512=1 in the environment
+measures Kestrel's AVX2 path (the other engines ignore it: build them with GGML_NATIVE=OFF
+-DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON for theirs).
 """
 import argparse
 import json
