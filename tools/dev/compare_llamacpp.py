@@ -51,13 +51,22 @@ def isa():
     return "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
 
 
+def counts(v):
+    return ",".join(map(str, v or [0]))
+
+
 class Engine:
+    """llama-bench's command line; kestrel bench takes the same flags but for a subcommand, its JSON
+    switch and its depth's name."""
+    sub, json_flag, depth_flag = [], ["-o", "json"], "-d"
+
     def __init__(self, name, path, extra=()):
         self.name, self.path, self.extra = name, path, list(extra)
         self.build = ""
 
     def command(self, model, a, prompts, gens, depths):
-        raise NotImplementedError
+        return [self.path, *self.sub, "-m", model, "-t", str(a.threads), "-r", str(a.reps), *self.json_flag,
+                "-p", counts(prompts), "-n", counts(gens), self.depth_flag, counts(depths)] + self.extra
 
     def run(self, model, a, prompts, gens, depths):
         cmd = self.command(model, a, prompts, gens, depths)
@@ -74,17 +83,7 @@ class Engine:
 
 
 class Kestrel(Engine):
-    def command(self, model, a, prompts, gens, depths):
-        return [self.path, "bench", "-m", model, "-t", str(a.threads), "-r", str(a.reps), "--json",
-                "-p", ",".join(map(str, prompts or [0])), "-n", ",".join(map(str, gens or [0])),
-                "--n-depth", ",".join(map(str, depths))] + self.extra
-
-
-class LlamaBench(Engine):
-    def command(self, model, a, prompts, gens, depths):
-        return [self.path, "-m", model, "-t", str(a.threads), "-r", str(a.reps), "-o", "json",
-                "-p", ",".join(map(str, prompts or [0])), "-n", ",".join(map(str, gens or [0])),
-                "-d", ",".join(map(str, depths))] + self.extra
+    sub, json_flag, depth_flag = ["bench"], ["--json"], "--n-depth"
 
 
 class IkBench(Engine):
@@ -93,9 +92,9 @@ class IkBench(Engine):
 
     def command(self, model, a, prompts, gens, depths):
         cmd = [self.path, "-m", model, "-t", str(a.threads), "-r", str(a.reps), "-o", "json", "-rtr", "1",
-               "-p", ",".join(map(str, prompts or [0]))]
+               "-p", counts(prompts)]
         if depths == [0]:
-            cmd += ["-n", ",".join(map(str, gens or [0]))]
+            cmd += ["-n", counts(gens)]
         else:
             cmd += ["-n", "0"]
             for d in depths:
@@ -133,7 +132,7 @@ def main():
         prompts = []  # see the docstring
         if not gens:
             sys.exit("-d needs generation tests (-n)")
-    engines = [Kestrel("kestrel", a.kestrel, a.kestrel_args.split()), LlamaBench("llama.cpp", a.llama_bench)]
+    engines = [Kestrel("kestrel", a.kestrel, a.kestrel_args.split()), Engine("llama.cpp", a.llama_bench)]
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     engines[0].build = git.stdout.strip()
     if a.ik_bench:
