@@ -1,5 +1,5 @@
 // Throughput of one fused decode kernel (qgemm.h's qdirect_dot) on one thread: a random weight
-// matrix of the given type and shape times 1-4 activation columns, repeated. A small matrix
+// matrix of the given type and shape times 1-8 activation columns, repeated. A small matrix
 // (e.g. K 2048, N 64: 72 KB of Q4_0) measures the kernel's arithmetic from cache, a large one
 // (512 MiB) its speed from DRAM. Not a test; docs/PERF.md quotes it.
 //
@@ -44,10 +44,11 @@ int main(int argc, char** argv) {
   const int64_t K = std::atoll(argv[2]), N = std::atoll(argv[3]);
   const int reps = argc > 4 ? std::atoi(argv[4]) : 100;
   const int64_t cols = argc > 5 ? std::atoll(argv[5]) : 1;
-  const DTypeInfo& ti = dtype_info(t);
-  if (!found || !cpu::has_avx2_fma() || K <= 0 || N <= 0 || cols < 1 || cols > 4 ||
+  // The grouped ids are backend-private (dtype_info knows none): sizes are the file type's.
+  const DTypeInfo& ti = dtype_info(cpu::plain_type(t));
+  if (!found || !cpu::has_avx2_fma() || K <= 0 || N <= 0 || cols < 1 || cols > 8 ||
       !cpu::qdirect_supports(t, K, K / ti.block_size * ti.type_size)) {
-    std::fprintf(stderr, "%s: no fused kernel for %s, K %lld (or no AVX2, or COLS outside 1-4)\n", argv[0], argv[1],
+    std::fprintf(stderr, "%s: no fused kernel for %s, K %lld (or no AVX2, or COLS outside 1-8)\n", argv[0], argv[1],
                  static_cast<long long>(K));
     return 1;
   }
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < reps; ++i) cpu::qdirect_dot(t, w.data(), rb, 0, N, xa, cols, y.data(), N);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double blocks = static_cast<double>(N) * static_cast<double>(K / 32) * reps;
-  std::printf("%s K=%lld N=%lld cols=%lld: %.2f GB/s of weights, %.3f ns per 32 values\n", dtype_name(t),
+  std::printf("%s K=%lld N=%lld cols=%lld: %.2f GB/s of weights, %.3f ns per 32 values\n",
+              grouped ? argv[1] : dtype_name(t),
               static_cast<long long>(K), static_cast<long long>(N), static_cast<long long>(cols),
               static_cast<double>(rb * N) * reps / s / 1e9, s / blocks * 1e9);
   return 0;

@@ -364,7 +364,10 @@ int64_t qdirect_max_cols(DType w) {
 }
 
 void qdirect_prepare(DType w, const QuantizedActs& x, int64_t n_cols) {
-  if (qdirect::uses_pairs(w)) qdirect::tl_pairs.build(x, n_cols);
+  const bool avx512 = use_avx512() && qdirect::avx512_kernels(w);
+  if (avx512) qdirect::avx512_prepare(w, x, n_cols);
+  // The AVX-512 Q4_0_R8 kernel reads its own order (avx512_prepare); the other 4-bit ones the pairs.
+  if (qdirect::uses_pairs(w) && !(avx512 && w == cpu::Q4_0_R8)) qdirect::tl_pairs.build(x, n_cols);
 }
 
 void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
@@ -376,19 +379,20 @@ void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, in
 void qdirect_rows(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                   int64_t n_cols, float* y, int64_t y_stride) {
   const qdirect::Rows8Fn* fns = use_avx512() ? qdirect::avx512_kernels(w) : nullptr;
+  const int64_t per_call = fns ? qdirect::avx512_cols_per_call(w) : 4;
   if (!fns) fns = qdirect::block32_kernels(w);
   if (!fns) fns = qdirect::kquant_kernels(w);
   // Columns in panels whose activations (K int8 codes and 1.5 bytes of scales and sums per 8
   // values: about 1.2 K bytes a column) fit in 512 KiB, so they stay in L2 while each 8-row group
   // passes over them; one pass over all columns per group streamed a long prompt's activations
-  // (4 MiB at K 8192 x 512 columns) from L3 once per 8 rows. Multiples of 4: the same kernel calls.
-  const int64_t panel = std::max<int64_t>(4, (int64_t{512} << 10) / (x.K + x.K / 4) / 4 * 4);
+  // (4 MiB at K 8192 x 512 columns) from L3 once per 8 rows. Multiples of 8: the same kernel calls.
+  const int64_t panel = std::max<int64_t>(8, (int64_t{512} << 10) / (x.K + x.K / 4) / 8 * 8);
   int64_t r = r0;
   for (int64_t p0 = 0; p0 < n_cols; p0 += panel) {
     const int64_t p1 = std::min(n_cols, p0 + panel);
     for (r = r0; r + 8 <= r1; r += 8)
-      for (int64_t c = p0; c < p1; c += 4) {
-        const int nc = static_cast<int>(std::min<int64_t>(4, p1 - c));
+      for (int64_t c = p0; c < p1; c += per_call) {
+        const int nc = static_cast<int>(std::min<int64_t>(per_call, p1 - c));
         fns[nc - 1](data + r * row_bytes, row_bytes, x, c, y + r, y_stride);
       }
   }

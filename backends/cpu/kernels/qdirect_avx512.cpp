@@ -20,7 +20,9 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cpu/kernels/q4k_scales.h"
 #include "tensor/quants/quant_blocks.h"
@@ -122,38 +124,158 @@ struct Columns {
   }
 };
 
-// Q4_0_R8: per unit (two blocks of eight rows, cpu/repacked.h), one register holds rows 2p and
-// 2p+1, both blocks each; with the pair-ordered activations (qdirect.h) vpdpbusd leaves
-// [row 2p: block u in lanes 0-3, u+1 in 4-7 | row 2p+1: the same]. The centre (8 sum(qx) per
-// block) enters as the starting value of one lane per block.
+// The grouped 32-value layouts (Q4_0_R8, Q8_0_R8) are read one 32-bit word of codes per row and
+// block per lane: a unit's registers are regrouped in-register so that lane 2r + b of register k
+// holds word k of row r's block u + b. vpdpbusd against a 64-bit broadcast of [block u's word k |
+// block u+1's] (InterleavedActs) then leaves each lane a whole block's exact sum after the last
+// word, with no reduction across lanes. Per column and block pair that is the dot products plus
+// the float steps of qgemm.h (one convert, one multiply, two masked FMAs in the even lanes, two
+// shifts bringing the odd lanes down), where the lane-sum forms took about twenty instructions,
+// half of them shuffles. The regrouping is vpermt2d and costs the same for 1 or 8 columns, so
+// these kernels take up to 8 columns a call (docs/PERF.md, "Q4_0 and Q8_0 prefill in word order").
+//
+// Permutation indices (vpermt2d: 0-15 pick from the first source, 16-31 from the second).
+struct Idx16 {
+  alignas(64) int32_t v[16];
+};
+template <class F>
+constexpr Idx16 make_idx(F f) {
+  Idx16 r{};
+  for (int i = 0; i < 16; ++i) r.v[i] = f(i);
+  return r;
+}
+__m512i ld_idx(const Idx16& i) { return _mm512_load_si512(i.v); }
+
+// Q4_0_R8: raw register p (rows 2p, 2p+1) holds in 128-bit lane j = 2 (r & 1) + b the 16 code bytes
+// of row r's block u + b, so word k of (row r, block b) is its dword 4j + k, and the target
+// W_k[4p + j] = R_p[4j + k]. Step 1 gathers words {2h, 2h + 1} of two raw registers (h = 0, 1):
+// X[8 kk + 4 pp + j] = R_{2q + pp}[4j + 2h + kk]; step 2 joins rows 0-3 and 4-7.
+constexpr Idx16 kQ4Step1[2] = {make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 0 + i / 8; }),
+                               make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 2 + i / 8; })};
+constexpr Idx16 kQ4Step2[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
+                               make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
+// Q8_0_R8: raw register r holds row r's two blocks, word k of block b at dword 8b + k; the target
+// W_k[2r + b] = R_r[8b + k], in three steps of two sources each:
+//   Y_{q,h}[4 kk + 2 rr + b] = R_{2q + rr}[8b + 4h + kk]              (rows in pairs; words 4h..4h+3)
+//   Z_{s,m}[8 kq + 2 r4 + b] = R_{4s + r4}[8b + 2m + kq]              (rows in fours; words 2m, 2m+1)
+//   W_k[2r + b]                                                        (all eight rows; word k)
+constexpr Idx16 kQ8Step1[2] = {
+    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 0 + i / 4; }),
+    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 4 + i / 4; })};
+constexpr Idx16 kQ8Step2[2] = {
+    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (0 + i / 8) + 2 * (i / 2 % 2) + i % 2; }),
+    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (2 + i / 8) + 2 * (i / 2 % 2) + i % 2; })};
+constexpr Idx16 kQ8Step3[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
+                               make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
+
+// A unit's scales ([block u, rows 0-7 | block u + 1, rows 0-7]) in lanes 2r + b.
+__m512 word_scales(const uint8_t* unit) {
+  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  return _mm512_permutexvar_ps(order, _mm512_cvtph_ps(ld32(unit)));
+}
+
+// The activations in the word order above: per column and block pair g, 64 bytes [block 2g's word
+// k | block 2g+1's word k] for k = 0..7, and the pair's starting values [-centre sum(qx) of block
+// 2g | of block 2g+1] (the codes' offset: 8 for Q4_0's nibbles, 128 for Q8_0's flipped bytes).
+struct InterleavedActs {
+  std::vector<int8_t> q;      // [cols][K]
+  std::vector<int64_t> init;  // [cols][K / 64]
+  void build(const QuantizedActs& x, int64_t n_cols, int32_t centre) {
+    const int64_t K = x.K, pairs = K / 64;
+    q.resize(static_cast<size_t>(n_cols * K));
+    init.resize(static_cast<size_t>(n_cols * pairs));
+    const __m512i words = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (int64_t c = 0; c < n_cols; ++c)
+      for (int64_t g = 0; g < pairs; ++g) {
+        _mm512_storeu_si512(q.data() + c * K + 64 * g, _mm512_permutexvar_epi32(words, ld64(x.q.data() + c * K + 64 * g)));
+        const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
+        const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1])), s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));
+        init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(s0 | static_cast<uint64_t>(s1) << 32);
+      }
+  }
+};
+thread_local InterleavedActs tl_words;
+
+__m512i bcast64(const int8_t* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return _mm512_set1_epi64(v);
+}
+
+// A call's columns for the word-order kernels: activations, starting values, scales, accumulators.
+template <int NC>
+struct WordColumns {
+  const int8_t* q[NC];
+  const int64_t* init[NC];
+  const float* dx[NC];
+  __m512 acc[NC];  // row r in lane 2r (the odd lanes stay 0)
+  WordColumns(const QuantizedActs& x, int64_t c0) {
+    const int64_t K = x.K;
+    for (int c = 0; c < NC; ++c) {
+      q[c] = tl_words.q.data() + (c0 + c) * K;
+      init[c] = tl_words.init.data() + (c0 + c) * (K / 64);
+      dx[c] = x.dx.data() + (c0 + c) * (K / 32);
+      acc[c] = _mm512_setzero_ps();
+    }
+  }
+  // Pair g's products: the eight word registers against the column's words, lanes 2r + b. Two
+  // chains of four (one of eight waited on vpdpbusd's latency), joined by one exact add.
+  __m512i sums(int c, int64_t g, const __m512i* W, const int (&word)[8]) const {
+    const int8_t* a = q[c] + 64 * g;
+    __m512i T0 = _mm512_set1_epi64(init[c][g]), T1 = _mm512_setzero_si512();
+    for (int k = 0; k < 8; k += 2) {
+      T0 = _mm512_dpbusd_epi32(T0, W[k], bcast64(a + 8 * word[k]));
+      T1 = _mm512_dpbusd_epi32(T1, W[k + 1], bcast64(a + 8 * word[k + 1]));
+    }
+    return _mm512_add_epi32(T0, T1);
+  }
+  // acc += float(T) * s, lanes 2r + b, block u (b = 0) before u + 1 in each row: qgemm.h's two
+  // steps, both in the even lanes (the odd ones brought down by a 32-bit shift).
+  void fma_pair(int c, __m512i T, __m512 s) {
+    const __m512 f = _mm512_cvtepi32_ps(T);
+    acc[c] = _mm512_mask3_fmadd_ps(f, s, acc[c], 0x5555);
+    const __m512 f1 = _mm512_castsi512_ps(_mm512_srli_epi64(_mm512_castps_si512(f), 32));
+    const __m512 s1 = _mm512_castsi512_ps(_mm512_srli_epi64(_mm512_castps_si512(s), 32));
+    acc[c] = _mm512_mask3_fmadd_ps(f1, s1, acc[c], 0x5555);
+  }
+  // [dx of block 2g | of block 2g + 1] in every pair of lanes.
+  __m512 dx_pair(int c, int64_t g) const {
+    double v;
+    std::memcpy(&v, dx[c] + 2 * g, 8);
+    return _mm512_castpd_ps(_mm512_set1_pd(v));
+  }
+  void store(float* y, int64_t c0, int64_t y_stride) const {
+    for (int c = 0; c < NC; ++c)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + (c0 + c) * y_stride), _mm512_cvtepi64_epi32(_mm512_castps_si512(acc[c])));
+  }
+};
+
+// Q4_0_R8 (cpu/repacked.h): per unit, four registers of raw code bytes regrouped to word order;
+// a word's low nibbles are codes 4k..4k+3 of the block, its high nibbles codes 16+4k.., i.e. word
+// k + 4 of the activations.
 template <int NC>
 void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  const int64_t K = x.K, units = K / 64;
+  const int64_t units = x.K / 64;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i order = row_order();
-  Columns<NC> col(x, c0);
-  for (int c = 0; c < NC; ++c) col.q[c] = paired_acts(c0 + c, K);  // the pair order (qdirect.h)
+  const __m512i s1a = ld_idx(kQ4Step1[0]), s1b = ld_idx(kQ4Step1[1]);
+  const __m512i s2a = ld_idx(kQ4Step2[0]), s2b = ld_idx(kQ4Step2[1]);
+  static constexpr int kWords[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  WordColumns<NC> col(x, c0);
   for (int64_t g = 0; g < units; ++g) {
     const uint8_t* unit = w + g * cpu::kQ4_0R8UnitBytes;
     ahead<cpu::kQ4_0R8UnitBytes>(unit);
-    __m512i xa[NC], xb[NC], init[NC];
-    for (int c = 0; c < NC; ++c) {
-      xa[c] = dup32(col.q[c] + 64 * g), xb[c] = dup32(col.q[c] + 64 * g + 32);
-      const int32_t* b = col.bs[c] + 4 * g;
-      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0101, -8 * (b[0] + b[1])), 0x1010, -8 * (b[2] + b[3]));
+    const __m512i R0 = ld64(unit + 32), R1 = ld64(unit + 96), R2 = ld64(unit + 160), R3 = ld64(unit + 224);
+    const __m512i Xa = _mm512_permutex2var_epi32(R0, s1a, R1), Xb = _mm512_permutex2var_epi32(R0, s1b, R1);
+    const __m512i Ya = _mm512_permutex2var_epi32(R2, s1a, R3), Yb = _mm512_permutex2var_epi32(R2, s1b, R3);
+    const __m512i Wr[4] = {_mm512_permutex2var_epi32(Xa, s2a, Ya), _mm512_permutex2var_epi32(Xa, s2b, Ya),
+                           _mm512_permutex2var_epi32(Xb, s2a, Yb), _mm512_permutex2var_epi32(Xb, s2b, Yb)};
+    __m512i W[8];  // [word 0 low, word 0 high, word 1 low, ...], matching kWords
+    for (int k = 0; k < 4; ++k) {
+      W[2 * k] = _mm512_and_si512(Wr[k], m4);
+      W[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(Wr[k], 4), m4);
     }
-    __m512i v[4][NC];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m512i raw = ld64(unit + 32 + 64 * p);
-      const __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      for (int c = 0; c < NC; ++c) v[p][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init[c], lo, xa[c]), hi, xb[c]);
-    }
-    const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
-    for (int c = 0; c < NC; ++c) {
-      const __m512i T = _mm512_permutexvar_epi32(order, lane_sums4(v[0][c], v[1][c], v[2][c], v[3][c]));
-      col.acc[c] = fma_two_blocks(T, d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
-    }
+    const __m512 d = word_scales(unit);
+    for (int c = 0; c < NC; ++c) col.fma_pair(c, col.sums(c, g, W, kWords), _mm512_mul_ps(d, col.dx_pair(c, g)));
   }
   col.store(y, c0, y_stride);
 }
@@ -226,11 +348,12 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
   col.store(y, c0, y_stride);
 }
 
-// Q8_0_R8 (cpu/repacked.h): per unit, one register holds a row's two blocks, so vpdpbusd leaves
-// [block u | block u+1] per row and Rows8Sums reduces the halves apart. Codes offset by 128 as
-// in q8_0.
+// Q8_0_R8 for one or two columns (decode): per unit, one register holds a row's two blocks, so
+// vpdpbusd leaves [block u | block u+1] per row and Rows8Sums reduces the halves apart; codes
+// offset by 128 as in q8_0. With so few columns the word order's regrouping (24 vpermt2d a unit)
+// costs more than the reductions it saves (0.44 against 0.32 ns per block and column from cache).
 template <int NC>
-void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+void q8_0_r8_lanes(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, units = K / 64;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   Columns<NC> col(x, c0);
@@ -255,6 +378,35 @@ void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, floa
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
     for (int c = 0; c < NC; ++c)
       col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
+  }
+  col.store(y, c0, y_stride);
+}
+
+// Q8_0_R8 (cpu/repacked.h): per unit, eight registers (a row's two blocks each) regrouped to word
+// order in three steps; vpdpbusd multiplies unsigned by signed bytes, so the codes go in offset by
+// 128 (one XOR) and 128 sum(qx) comes off through the starting value.
+template <int NC>
+void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t units = x.K / 64;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i s1[2] = {ld_idx(kQ8Step1[0]), ld_idx(kQ8Step1[1])};
+  const __m512i s2[2] = {ld_idx(kQ8Step2[0]), ld_idx(kQ8Step2[1])};
+  const __m512i s3[2] = {ld_idx(kQ8Step3[0]), ld_idx(kQ8Step3[1])};
+  static constexpr int kWords[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  WordColumns<NC> col(x, c0);
+  for (int64_t g = 0; g < units; ++g) {
+    const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
+    ahead<cpu::kQ8_0R8UnitBytes>(unit);
+    __m512i Y[4][2], Z[2][4], W[8];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i a = ld64(unit + 32 + 128 * q), b = ld64(unit + 96 + 128 * q);
+      for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
+    }
+    for (int s4 = 0; s4 < 2; ++s4)
+      for (int m = 0; m < 4; ++m) Z[s4][m] = _mm512_permutex2var_epi32(Y[2 * s4][m / 2], s2[m % 2], Y[2 * s4 + 1][m / 2]);
+    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(_mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]), flip);
+    const __m512 d = word_scales(unit);
+    for (int c = 0; c < NC; ++c) col.fma_pair(c, col.sums(c, g, W, kWords), _mm512_mul_ps(d, col.dx_pair(c, g)));
   }
   col.store(y, c0, y_stride);
 }
@@ -598,9 +750,11 @@ void nl4(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
   col.store(y, c0, y_stride);
 }
 
-constexpr Rows8Fn kQ4_0R8[4] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>};
+constexpr Rows8Fn kQ4_0R8[8] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>,
+                                q4_0_r8<5>, q4_0_r8<6>, q4_0_r8<7>, q4_0_r8<8>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
-constexpr Rows8Fn kQ8_0R8[4] = {q8_0_r8<1>, q8_0_r8<2>, q8_0_r8<3>, q8_0_r8<4>};
+constexpr Rows8Fn kQ8_0R8[8] = {q8_0_r8_lanes<1>, q8_0_r8_lanes<2>, q8_0_r8<3>, q8_0_r8<4>,
+                                q8_0_r8<5>, q8_0_r8<6>, q8_0_r8<7>, q8_0_r8<8>};
 constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 template <class B>
 constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
@@ -609,6 +763,12 @@ template <class T>
 constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 }  // namespace
+
+int avx512_cols_per_call(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 ? 8 : 4; }
+
+void avx512_prepare(DType t, const QuantizedActs& x, int64_t n_cols) {
+  if (t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8) tl_words.build(x, n_cols, t == cpu::Q4_0_R8 ? 8 : 128);
+}
 
 const Rows8Fn* avx512_kernels(DType t) {
   switch (t) {
@@ -631,6 +791,8 @@ const Rows8Fn* avx512_kernels(DType t) {
 
 namespace kestrel::cpu::qdirect {
 const Rows8Fn* avx512_kernels(DType) { return nullptr; }
+int avx512_cols_per_call(DType) { return 4; }
+void avx512_prepare(DType, const QuantizedActs&, int64_t) {}
 }  // namespace kestrel::cpu::qdirect
 
 #endif
