@@ -46,7 +46,8 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
 // pass: chunks of 8-row groups across the matrices in order, each thread its own share first
 // (ChunkedSplit). Decode is bound by memory, and a thread left waiting at a barrier, or starting
 // a new stream, wastes it: one barrier serves all the matrices. With `shared` null (a few
-// columns) every thread quantizes x for itself, a microsecond, in the same pass.
+// columns) every thread quantizes and arranges x for itself, a microsecond, in the same pass;
+// `shared` (a prompt's columns) comes quantized and arranged once for all threads.
 [[maybe_unused]] void fused_pass(std::span<const Node* const> nodes, ThreadPool& pool, const QuantizedActs* shared) {
   const Tensor* x = nodes[0]->src[1];
   const DType type = kernel_type(*nodes[0]->src[0]);
@@ -62,9 +63,10 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
     if (!shared) {
       mine.resize(K, M);
       for (int64_t c = 0; c < M; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, mine, c);
+      qdirect_prepare(type, mine, M);
+      qdirect_arrange(type, mine, 0, M);
     }
     const QuantizedActs& acts = shared ? *shared : mine;
-    qdirect_prepare(type, acts, M);
     int64_t g0, g1;
     while (work.next(ith, &g0, &g1)) {
       while (g0 < g1) {  // the piece of [g0, g1) in each matrix it crosses
@@ -94,10 +96,12 @@ constexpr int64_t kOwnActsCols = 4;  // up to this many columns every thread qua
   static thread_local QuantizedActs xa;  // owned by the calling thread, read by all
   xa.resize(K, M);
   QuantizedActs& acts = xa;
+  if (fused) qdirect_prepare(wt, acts, M);  // one arrangement for all threads, made with the codes
   pool.run([&](int ith, int nth) {
     int64_t c0, c1;
     ThreadPool::split(M, ith, nth, &c0, &c1);
     for (int64_t c = c0; c < c1; ++c) qgemm_quantize_acts(vdt, x->f32(0) + c * x_stride, K, acts, c);
+    if (fused) qdirect_arrange(wt, acts, c0, c1);
   });
   if (fused) return fused_pass(one, pool, &acts);
   // Prefill: each thread unpacks chunks of its rows (weights read from memory once), interleaves

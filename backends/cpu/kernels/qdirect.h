@@ -18,11 +18,12 @@ const Rows8Fn* kquant_kernels(DType t);     // AVX2, qdirect_k_avx2.cpp
 const Rows8Fn* avx512_kernels(DType t);     // AVX-512 VNNI, qdirect_avx512.cpp (the types that gain)
 // How many kernels avx512_kernels(t) has (1 to n columns a call): 8 or 4.
 int avx512_cols_per_call(DType t);
-// Arranges the current call's activations for the AVX-512 kernels of type t that read them in an
-// order of their own (the grouped 32-value layouts); before any such kernel runs, per thread.
-void avx512_prepare(DType t, const QuantizedActs& x, int64_t n_cols);
-// The current call's activations in the 4-bit kernels' pair order (qdirect_avx2.cpp's
-// PairedActs), column c; built by qdirect_prepare before any 4-bit kernel runs.
-const int8_t* paired_acts(int64_t c, int64_t K);
+// Whether the AVX-512 kernels of type t read the activations in word order (x.arranged and
+// x.arranged_init), and the arrangement of columns [c0, c1) of x into it.
+bool avx512_word_order(DType t);
+void avx512_arrange(DType t, QuantizedActs& x, int64_t c0, int64_t c1);
+// Columns [c0, c1) of x into the 4-bit kernels' pair order (x.arranged): per pair of blocks
+// (2g, 2g+1), the 64 codes [2g: 0-15 | 2g+1: 0-15 | 2g: 16-31 | 2g+1: 16-31] (qdirect_avx2.cpp).
+void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1);
 
 }  // namespace kestrel::cpu::qdirect

@@ -3,8 +3,9 @@
 // Q5_1 one block per register; eight rows per pass with one row per float lane
 // (qdirect_avx2.h), for up to four activation columns. Decode reads each weight byte once and
 // writes nothing back, so it can run at memory speed. Also the entry points of qgemm.h for every
-// fused type (qdirect_supports, _max_cols, _prepare, _rows, _dot), which pick the AVX-512 kernels
-// (qdirect_avx512.cpp) where the CPU has them; the K-quants are in qdirect_k_avx2.cpp.
+// fused type (qdirect_supports, _max_cols, _prepare, _arrange, _rows, _dot), which pick the
+// AVX-512 kernels (qdirect_avx512.cpp) where the CPU has them; the K-quants are in
+// qdirect_k_avx2.cpp.
 #if defined(__x86_64__)
 #include <algorithm>
 #include <climits>
@@ -124,28 +125,6 @@ struct Column {
   }
 };
 
-// Activations for the two-blocks-per-register kernels: per pair of blocks (2g, 2g+1), the 64
-// codes [2g: 0-15 | 2g+1: 0-15 | 2g: 16-31 | 2g+1: 16-31], matching one register of both blocks'
-// low nibbles and one of their high nibbles. Built once per call, by each thread for itself
-// (qdirect_prepare).
-struct PairedActs {
-  std::vector<int8_t> q;  // [cols][K]
-  void build(const QuantizedActs& x, int64_t n_cols) {
-    const int64_t K = x.K, n_pairs = K / 64;
-    q.resize(static_cast<size_t>(n_cols * K));
-    for (int64_t c = 0; c < n_cols; ++c)
-      for (int64_t g = 0; g < n_pairs; ++g) {
-        const int8_t* src = x.q.data() + c * K + 64 * g;
-        int8_t* dst = q.data() + c * K + 64 * g;
-        std::memcpy(dst, src, 16);
-        std::memcpy(dst + 16, src + 32, 16);
-        std::memcpy(dst + 32, src + 16, 16);
-        std::memcpy(dst + 48, src + 48, 16);
-      }
-  }
-};
-thread_local PairedActs tl_pairs;
-
 // Where the 4-bit kernels find blocks u, u + 1 of their eight rows. RowMajor: the file's layout,
 // eight row streams, the scales gathered. Grouped8: Q4_0_R8 (cpu/repacked.h), one stream, the
 // eight rows' scales of a block in one 16-byte load.
@@ -190,7 +169,7 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
   const int8_t* xp[NC];
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) {
-    xp[c] = tl_pairs.q.data() + (c0 + c) * K;
+    xp[c] = x.arranged.data() + (c0 + c) * K;  // the pair order (qdirect.h)
     acc[c] = accm[c] = _mm256_setzero_ps();
   }
   const GroupPrefetch pf(w, rb, (nb + 1) / 2);
@@ -315,7 +294,18 @@ bool uses_pairs(DType t) {
 
 }  // namespace
 
-const int8_t* paired_acts(int64_t c, int64_t K) { return tl_pairs.q.data() + c * K; }
+void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1) {
+  const int64_t K = x.K;
+  for (int64_t c = c0; c < c1; ++c)
+    for (int64_t g = 0; g < K / 64; ++g) {
+      const int8_t* src = x.q.data() + c * K + 64 * g;
+      int8_t* dst = x.arranged.data() + c * K + 64 * g;
+      std::memcpy(dst, src, 16);
+      std::memcpy(dst + 16, src + 32, 16);
+      std::memcpy(dst + 32, src + 16, 16);
+      std::memcpy(dst + 48, src + 48, 16);
+    }
+}
 
 const Rows8Fn* block32_kernels(DType t) {
   switch (t) {
@@ -363,16 +353,34 @@ int64_t qdirect_max_cols(DType w) {
   }
 }
 
-void qdirect_prepare(DType w, const QuantizedActs& x, int64_t n_cols) {
-  const bool avx512 = use_avx512() && qdirect::avx512_kernels(w);
-  if (avx512) qdirect::avx512_prepare(w, x, n_cols);
-  // The AVX-512 Q4_0_R8 kernel reads its own order (avx512_prepare); the other 4-bit ones the pairs.
-  if (qdirect::uses_pairs(w) && !(avx512 && w == cpu::Q4_0_R8)) qdirect::tl_pairs.build(x, n_cols);
+namespace {
+// Which order the kernels qdirect_rows picks for w read the activations in (with the
+// instruction set chosen now).
+enum class Order { kPlain, kPairs, kWords };
+Order order_of(DType w) {
+  if (use_avx512() && qdirect::avx512_kernels(w) && qdirect::avx512_word_order(w)) return Order::kWords;
+  return qdirect::uses_pairs(w) ? Order::kPairs : Order::kPlain;
+}
+}  // namespace
+
+void qdirect_prepare(DType w, QuantizedActs& x, int64_t n_cols) {
+  const Order o = order_of(w);
+  if (o != Order::kPlain) x.arranged.resize(static_cast<size_t>(n_cols * x.K));
+  if (o == Order::kWords) x.arranged_init.resize(static_cast<size_t>(n_cols * (x.K / 64)));
 }
 
-void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
+void qdirect_arrange(DType w, QuantizedActs& x, int64_t c0, int64_t c1) {
+  switch (order_of(w)) {
+    case Order::kWords: qdirect::avx512_arrange(w, x, c0, c1); break;
+    case Order::kPairs: qdirect::arrange_pairs(x, c0, c1); break;
+    case Order::kPlain: break;
+  }
+}
+
+void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride) {
   qdirect_prepare(w, x, n_cols);
+  qdirect_arrange(w, x, 0, n_cols);
   qdirect_rows(w, data, row_bytes, r0, r1, x, n_cols, y, y_stride);
 }
 

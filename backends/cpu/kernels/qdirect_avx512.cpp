@@ -22,7 +22,6 @@
 
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "backends/cpu/kernels/q4k_scales.h"
 #include "tensor/quants/quant_blocks.h"
@@ -174,27 +173,6 @@ __m512 word_scales(const uint8_t* unit) {
   return _mm512_permutexvar_ps(order, _mm512_cvtph_ps(ld32(unit)));
 }
 
-// The activations in the word order above: per column and block pair g, 64 bytes [block 2g's word
-// k | block 2g+1's word k] for k = 0..7, and the pair's starting values [-centre sum(qx) of block
-// 2g | of block 2g+1] (the codes' offset: 8 for Q4_0's nibbles, 128 for Q8_0's flipped bytes).
-struct InterleavedActs {
-  std::vector<int8_t> q;      // [cols][K]
-  std::vector<int64_t> init;  // [cols][K / 64]
-  void build(const QuantizedActs& x, int64_t n_cols, int32_t centre) {
-    const int64_t K = x.K, pairs = K / 64;
-    q.resize(static_cast<size_t>(n_cols * K));
-    init.resize(static_cast<size_t>(n_cols * pairs));
-    const __m512i words = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    for (int64_t c = 0; c < n_cols; ++c)
-      for (int64_t g = 0; g < pairs; ++g) {
-        _mm512_storeu_si512(q.data() + c * K + 64 * g, _mm512_permutexvar_epi32(words, ld64(x.q.data() + c * K + 64 * g)));
-        const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
-        const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1])), s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));
-        init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(s0 | static_cast<uint64_t>(s1) << 32);
-      }
-  }
-};
-thread_local InterleavedActs tl_words;
 
 __m512i bcast64(const int8_t* p) {
   int64_t v;
@@ -212,8 +190,8 @@ struct WordColumns {
   WordColumns(const QuantizedActs& x, int64_t c0) {
     const int64_t K = x.K;
     for (int c = 0; c < NC; ++c) {
-      q[c] = tl_words.q.data() + (c0 + c) * K;
-      init[c] = tl_words.init.data() + (c0 + c) * (K / 64);
+      q[c] = x.arranged.data() + (c0 + c) * K;  // the word order (avx512_arrange)
+      init[c] = x.arranged_init.data() + (c0 + c) * (K / 64);
       dx[c] = x.dx.data() + (c0 + c) * (K / 32);
       acc[c] = _mm512_setzero_ps();
     }
@@ -705,7 +683,7 @@ void nl4(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
     pf.step(u / 2);
     __m512i xa[NC], xb[NC], init[NC];
     for (int c = 0; c < NC; ++c) {
-      const int8_t* q = paired_acts(c0 + c, K) + 32 * u;  // the pair order (qdirect.h)
+      const int8_t* q = x.arranged.data() + (c0 + c) * K + 32 * u;  // the pair order (qdirect.h)
       xa[c] = dup32(q), xb[c] = dup32(q + 32);
       const int32_t* b = col.bs[c] + 2 * u;
       init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0101, -128 * (b[0] + b[1])), 0x1010, -128 * (b[2] + b[3]));
@@ -766,8 +744,24 @@ constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 int avx512_cols_per_call(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 ? 8 : 4; }
 
-void avx512_prepare(DType t, const QuantizedActs& x, int64_t n_cols) {
-  if (t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8) tl_words.build(x, n_cols, t == cpu::Q4_0_R8 ? 8 : 128);
+bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8; }
+
+// The word order: per column and block pair g, 64 bytes [block 2g's word k | block 2g+1's word k]
+// for k = 0..7, and the pair's starting values [-centre sum(qx) of block 2g | of block 2g+1] (the
+// codes' offset: 8 for Q4_0's nibbles, 128 for Q8_0's flipped bytes).
+void avx512_arrange(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
+  const int64_t K = x.K, pairs = K / 64;
+  const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
+  const __m512i words = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  for (int64_t c = c0; c < c1; ++c)
+    for (int64_t g = 0; g < pairs; ++g) {
+      _mm512_storeu_si512(x.arranged.data() + c * K + 64 * g,
+                          _mm512_permutexvar_epi32(words, ld64(x.q.data() + c * K + 64 * g)));
+      const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
+      const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1]));
+      const uint32_t s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));
+      x.arranged_init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(s0 | static_cast<uint64_t>(s1) << 32);
+    }
 }
 
 const Rows8Fn* avx512_kernels(DType t) {
@@ -792,7 +786,8 @@ const Rows8Fn* avx512_kernels(DType t) {
 namespace kestrel::cpu::qdirect {
 const Rows8Fn* avx512_kernels(DType) { return nullptr; }
 int avx512_cols_per_call(DType) { return 4; }
-void avx512_prepare(DType, const QuantizedActs&, int64_t) {}
+bool avx512_word_order(DType) { return false; }
+void avx512_arrange(DType, QuantizedActs&, int64_t, int64_t) {}
 }  // namespace kestrel::cpu::qdirect
 
 #endif

@@ -53,6 +53,11 @@ struct QuantizedActs {
   std::vector<int8_t> q;    // [cols][K]
   std::vector<float> dx;    // [cols][K/32]
   std::vector<int32_t> bs;  // [cols][K/16]: sum of the 16 codes qx
+  // The codes again in the order a weight type's fused kernels read them, where that is an order
+  // of their own (qdirect_prepare / qdirect_arrange): [cols][K], and for the AVX-512 word order
+  // each block pair's starting values, [cols][K/64]. One copy, however many threads read it.
+  std::vector<int8_t> arranged;
+  std::vector<int64_t> arranged_init;
   void resize(int64_t k, int64_t cols);
 };
 
@@ -104,12 +109,14 @@ bool qdirect_supports(DType w, int64_t K, int64_t row_bytes);
 // of the grouped layouts, Q5_K and Q6_K win at every batch measured: kMaxFusedCols.
 constexpr int64_t kMaxFusedCols = 4096;
 int64_t qdirect_max_cols(DType w);
-void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
+void qdirect_dot(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, QuantizedActs& x,
                  int64_t n_cols, float* y, int64_t y_stride);
-// qdirect_dot in two steps, for a thread that takes its rows in several pieces: qdirect_prepare
-// once per thread and call (the activations in the kernels' order, kept per thread), then
-// qdirect_rows per piece.
-void qdirect_prepare(DType w, const QuantizedActs& x, int64_t n_cols);
+// qdirect_dot in steps, for threads that share the activations and take rows in pieces: once per
+// call qdirect_prepare (sizes x's arrangement for type w and the instruction set now chosen), then
+// qdirect_arrange over all columns (in parallel pieces if wished: it writes only columns
+// [c0, c1)), then qdirect_rows per piece of rows.
+void qdirect_prepare(DType w, QuantizedActs& x, int64_t n_cols);
+void qdirect_arrange(DType w, QuantizedActs& x, int64_t c0, int64_t c1);
 void qdirect_rows(DType w, const uint8_t* data, int64_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& x,
                   int64_t n_cols, float* y, int64_t y_stride);
 
