@@ -126,12 +126,13 @@ struct Columns {
 // The grouped 32-value layouts (Q4_0_R8, Q8_0_R8) are read one 32-bit word of codes per row and
 // block per lane: a unit's registers are regrouped in-register so that lane 2r + b of register k
 // holds word k of row r's block u + b. vpdpbusd against a 64-bit broadcast of [block u's word k |
-// block u+1's] (InterleavedActs) then leaves each lane a whole block's exact sum after the last
-// word, with no reduction across lanes. Per column and block pair that is the dot products plus
-// the float steps of qgemm.h (one convert, one multiply, two masked FMAs in the even lanes, two
-// shifts bringing the odd lanes down), where the lane-sum forms took about twenty instructions,
-// half of them shuffles. The regrouping is vpermt2d and costs the same for 1 or 8 columns, so
-// these kernels take up to 8 columns a call (docs/PERF.md, "Q4_0 and Q8_0 prefill in word order").
+// block u+1's] (avx512_arrange, into QuantizedActs::arranged) then leaves each lane a whole
+// block's exact sum after the last word, with no reduction across lanes. Per column and block
+// pair that is the dot products plus the float steps of qgemm.h (one convert, one multiply, two
+// masked FMAs in the even lanes, two shifts bringing the odd lanes down), where the lane-sum
+// forms took about twenty instructions, half of them shuffles. The regrouping is vpermt2d and
+// costs the same for 1 or 8 columns, so these kernels take up to 8 columns a call (docs/PERF.md,
+// "Q4_0 and Q8_0 prefill in word order").
 //
 // Permutation indices (vpermt2d: 0-15 pick from the first source, 16-31 from the second).
 struct Idx16 {
