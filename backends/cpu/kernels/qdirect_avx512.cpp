@@ -168,12 +168,12 @@ constexpr Idx16 kQ8Step2[2] = {
 constexpr Idx16 kQ8Step3[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
                                make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
 
-// A unit's scales ([block u, rows 0-7 | block u + 1, rows 0-7]) in lanes 2r + b.
-__m512 word_scales(const uint8_t* unit) {
-  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  return _mm512_permutexvar_ps(order, _mm512_cvtph_ps(ld32(unit)));
-}
+// Lane 2i of the result from lane i of the source, lane 2i + 1 from lane 8 + i: two halves
+// (blocks u and u + 1) interleaved into lanes 2r + b.
+__m512i interleave_halves() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
 
+// A unit's scales ([block u, rows 0-7 | block u + 1, rows 0-7]) in lanes 2r + b.
+__m512 word_scales(const uint8_t* unit) { return _mm512_permutexvar_ps(interleave_halves(), _mm512_cvtph_ps(ld32(unit))); }
 
 __m512i bcast64(const int8_t* p) {
   int64_t v;
@@ -229,32 +229,64 @@ struct WordColumns {
   }
 };
 
-// Q4_0_R8 (cpu/repacked.h): per unit, four registers of raw code bytes regrouped to word order;
-// a word's low nibbles are codes 4k..4k+3 of the block, its high nibbles codes 16+4k.., i.e. word
-// k + 4 of the activations.
-template <int NC>
-void q4_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  const int64_t units = x.K / 64;
+// Q4_0_R8's code registers of a unit (cpu/repacked.h): four registers of raw code bytes
+// regrouped to word order, then split: a word's low nibbles are codes 4k..4k+3 of the block, its
+// high nibbles codes 16+4k.., i.e. word k + 4 of the activations.
+struct Q4Words {
+  static constexpr int64_t kUnitBytes = cpu::kQ4_0R8UnitBytes;
+  static constexpr int kWords[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // the activation word of W[k]
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i s1a = ld_idx(kQ4Step1[0]), s1b = ld_idx(kQ4Step1[1]);
   const __m512i s2a = ld_idx(kQ4Step2[0]), s2b = ld_idx(kQ4Step2[1]);
-  static constexpr int kWords[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-  WordColumns<NC> col(x, c0);
-  for (int64_t g = 0; g < units; ++g) {
-    const uint8_t* unit = w + g * cpu::kQ4_0R8UnitBytes;
-    ahead<cpu::kQ4_0R8UnitBytes>(unit);
+  void codes(const uint8_t* unit, __m512i* W) const {
     const __m512i R0 = ld64(unit + 32), R1 = ld64(unit + 96), R2 = ld64(unit + 160), R3 = ld64(unit + 224);
     const __m512i Xa = _mm512_permutex2var_epi32(R0, s1a, R1), Xb = _mm512_permutex2var_epi32(R0, s1b, R1);
     const __m512i Ya = _mm512_permutex2var_epi32(R2, s1a, R3), Yb = _mm512_permutex2var_epi32(R2, s1b, R3);
     const __m512i Wr[4] = {_mm512_permutex2var_epi32(Xa, s2a, Ya), _mm512_permutex2var_epi32(Xa, s2b, Ya),
                            _mm512_permutex2var_epi32(Xb, s2a, Yb), _mm512_permutex2var_epi32(Xb, s2b, Yb)};
-    __m512i W[8];  // [word 0 low, word 0 high, word 1 low, ...], matching kWords
     for (int k = 0; k < 4; ++k) {
       W[2 * k] = _mm512_and_si512(Wr[k], m4);
       W[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(Wr[k], 4), m4);
     }
+  }
+};
+
+// Q8_0_R8's code registers of a unit (cpu/repacked.h): eight registers (a row's two blocks each)
+// regrouped to word order in three steps; vpdpbusd multiplies unsigned by signed bytes, so the
+// codes go in offset by 128 (one XOR) and 128 sum(qx) comes off through the starting value.
+struct Q8Words {
+  static constexpr int64_t kUnitBytes = cpu::kQ8_0R8UnitBytes;
+  static constexpr int kWords[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i s1[2] = {ld_idx(kQ8Step1[0]), ld_idx(kQ8Step1[1])};
+  const __m512i s2[2] = {ld_idx(kQ8Step2[0]), ld_idx(kQ8Step2[1])};
+  const __m512i s3[2] = {ld_idx(kQ8Step3[0]), ld_idx(kQ8Step3[1])};
+  void codes(const uint8_t* unit, __m512i* W) const {
+    __m512i Y[4][2], Z[2][4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i a = ld64(unit + 32 + 128 * q), b = ld64(unit + 96 + 128 * q);
+      for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
+    }
+    for (int s4 = 0; s4 < 2; ++s4)
+      for (int m = 0; m < 4; ++m) Z[s4][m] = _mm512_permutex2var_epi32(Y[2 * s4][m / 2], s2[m % 2], Y[2 * s4 + 1][m / 2]);
+    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(_mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]), flip);
+  }
+};
+
+// The word-order kernel of a grouped 32-value layout: per unit, its code registers (C), then per
+// column the word products and the float steps.
+template <class C, int NC>
+void words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t units = x.K / 64;
+  const C layout;
+  WordColumns<NC> col(x, c0);
+  for (int64_t g = 0; g < units; ++g) {
+    const uint8_t* unit = w + g * C::kUnitBytes;
+    ahead<C::kUnitBytes>(unit);
+    __m512i W[8];
+    layout.codes(unit, W);
     const __m512 d = word_scales(unit);
-    for (int c = 0; c < NC; ++c) col.fma_pair(c, col.sums(c, g, W, kWords), _mm512_mul_ps(d, col.dx_pair(c, g)));
+    for (int c = 0; c < NC; ++c) col.fma_pair(c, col.sums(c, g, W, C::kWords), _mm512_mul_ps(d, col.dx_pair(c, g)));
   }
   col.store(y, c0, y_stride);
 }
@@ -357,35 +389,6 @@ void q8_0_r8_lanes(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
     const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
     for (int c = 0; c < NC; ++c)
       col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
-  }
-  col.store(y, c0, y_stride);
-}
-
-// Q8_0_R8 (cpu/repacked.h): per unit, eight registers (a row's two blocks each) regrouped to word
-// order in three steps; vpdpbusd multiplies unsigned by signed bytes, so the codes go in offset by
-// 128 (one XOR) and 128 sum(qx) comes off through the starting value.
-template <int NC>
-void q8_0_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  const int64_t units = x.K / 64;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i s1[2] = {ld_idx(kQ8Step1[0]), ld_idx(kQ8Step1[1])};
-  const __m512i s2[2] = {ld_idx(kQ8Step2[0]), ld_idx(kQ8Step2[1])};
-  const __m512i s3[2] = {ld_idx(kQ8Step3[0]), ld_idx(kQ8Step3[1])};
-  static constexpr int kWords[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  WordColumns<NC> col(x, c0);
-  for (int64_t g = 0; g < units; ++g) {
-    const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
-    ahead<cpu::kQ8_0R8UnitBytes>(unit);
-    __m512i Y[4][2], Z[2][4], W[8];
-    for (int q = 0; q < 4; ++q) {
-      const __m512i a = ld64(unit + 32 + 128 * q), b = ld64(unit + 96 + 128 * q);
-      for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
-    }
-    for (int s4 = 0; s4 < 2; ++s4)
-      for (int m = 0; m < 4; ++m) Z[s4][m] = _mm512_permutex2var_epi32(Y[2 * s4][m / 2], s2[m % 2], Y[2 * s4 + 1][m / 2]);
-    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(_mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]), flip);
-    const __m512 d = word_scales(unit);
-    for (int c = 0; c < NC; ++c) col.fma_pair(c, col.sums(c, g, W, kWords), _mm512_mul_ps(d, col.dx_pair(c, g)));
   }
   col.store(y, c0, y_stride);
 }
@@ -729,11 +732,11 @@ void nl4(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
   col.store(y, c0, y_stride);
 }
 
-constexpr Rows8Fn kQ4_0R8[8] = {q4_0_r8<1>, q4_0_r8<2>, q4_0_r8<3>, q4_0_r8<4>,
-                                q4_0_r8<5>, q4_0_r8<6>, q4_0_r8<7>, q4_0_r8<8>};
+constexpr Rows8Fn kQ4_0R8[8] = {words<Q4Words, 1>, words<Q4Words, 2>, words<Q4Words, 3>, words<Q4Words, 4>,
+                                words<Q4Words, 5>, words<Q4Words, 6>, words<Q4Words, 7>, words<Q4Words, 8>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
-constexpr Rows8Fn kQ8_0R8[8] = {q8_0_r8_lanes<1>, q8_0_r8_lanes<2>, q8_0_r8<3>, q8_0_r8<4>,
-                                q8_0_r8<5>, q8_0_r8<6>, q8_0_r8<7>, q8_0_r8<8>};
+constexpr Rows8Fn kQ8_0R8[8] = {q8_0_r8_lanes<1>, q8_0_r8_lanes<2>, words<Q8Words, 3>, words<Q8Words, 4>,
+                                words<Q8Words, 5>, words<Q8Words, 6>, words<Q8Words, 7>, words<Q8Words, 8>};
 constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 template <class B>
 constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
@@ -743,9 +746,9 @@ constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 }  // namespace
 
-int avx512_cols_per_call(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 ? 8 : 4; }
-
 bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8; }
+
+int avx512_cols_per_call(DType t) { return avx512_word_order(t) ? 8 : 4; }
 
 // The word order: per column and block pair g, 64 bytes [block 2g's word k | block 2g+1's word k]
 // for k = 0..7, and the pair's starting values [-centre sum(qx) of block 2g | of block 2g+1] (the
@@ -753,7 +756,7 @@ bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8;
 void avx512_arrange(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
   const int64_t K = x.K, pairs = K / 64;
   const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
-  const __m512i words = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  const __m512i words = interleave_halves();
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t g = 0; g < pairs; ++g) {
       _mm512_storeu_si512(x.arranged.data() + c * K + 64 * g,
