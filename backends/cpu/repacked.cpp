@@ -17,11 +17,15 @@ struct Field {
 struct Layout {
   int64_t unit_values, unit_bytes;  // per row
   int n_fields;
-  Field f[6];
+  Field f[10];
 };
 
 constexpr Layout kQ4_0R8 = {64, 36, 3, {{{{0, 2}}, 1}, {{{18, 2}}, 1}, {{{2, 16}, {20, 16}}, 2}}};
-constexpr Layout kQ8_0R8 = {64, 68, 3, {{{{0, 2}}, 1}, {{{34, 2}}, 1}, {{{2, 32}, {36, 32}}, 2}}};
+// Q8_0_R8's codes in word order: field k is word k (codes 4k..4k+3) of the first block, then of
+// the second.
+constexpr Field q8_word(int k) { return {{{2 + 4 * k, 4}, {36 + 4 * k, 4}}, 2}; }
+constexpr Layout kQ8_0R8 = {64, 68, 10, {{{{0, 2}}, 1}, {{{34, 2}}, 1}, q8_word(0), q8_word(1), q8_word(2),
+                                        q8_word(3), q8_word(4), q8_word(5), q8_word(6), q8_word(7)}};
 constexpr Layout kQ4_KR8 = {
     256, 144, 6, {{{{0, 2}}, 1}, {{{2, 2}}, 1}, {{{4, 4}}, 1}, {{{8, 4}}, 1}, {{{12, 4}}, 1}, {{{16, 128}}, 1}}};
 
@@ -40,7 +44,7 @@ const Layout* layout_of(DType grouped) {
 template <const Layout& L, class Fn>
 inline void for_each_piece(int64_t u, int64_t r, Fn fn) {
   int64_t base = u * 8 * L.unit_bytes;  // the unit's start inside the group
-#pragma GCC unroll 8
+#pragma GCC unroll 10
   for (int i = 0; i < L.n_fields; ++i) {
     const Field& f = L.f[i];
     int64_t at = base + r * f.size();

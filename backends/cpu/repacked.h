@@ -10,11 +10,13 @@
 //   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
 //                                 per row, the 16 code bytes of the first block then the second's
 //   Q8_0_R8, 544 bytes per unit:  8 scales of the first block | 8 of the second |
-//                                 per row, the 32 codes of the first block then the second's
+//                                 for word k = 0..7 (codes 4k..4k+3): per row, the first
+//                                 block's word k then the second's (the "word order": in
+//                                 64 bytes k, 32-bit word 2r + b is row r's block b's word k)
 //   Q4_K_R8, 1152 bytes per unit: 8 d | 8 dmin (fp16) | 8 x scale bytes 0-3 | 8 x bytes 4-7 |
 //                                 8 x bytes 8-11 | per row, the 128 code bytes
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
-// gather) and a row's codes with whole-register loads. A row is no longer contiguous: only code
+// gather) and a row's codes (Q8_0_R8: a word of every row's two blocks) with whole-register loads. A row is no longer contiguous: only code
 // that knows these layouts may read such a tensor (the CPU kernels, and get_rows).
 #pragma once
 #include <cstdint>

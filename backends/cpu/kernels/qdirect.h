@@ -19,9 +19,13 @@ const Rows8Fn* avx512_kernels(DType t);     // AVX-512 VNNI, qdirect_avx512.cpp 
 // How many kernels avx512_kernels(t) has (1 to n columns a call): 8 or 4.
 int avx512_cols_per_call(DType t);
 // Whether the AVX-512 kernels of type t read the activations in word order (x.arranged and
-// x.arranged_init), and the arrangement of columns [c0, c1) of x into it.
+// x.arranged_init; the AVX2 kernels of Q8_0_R8 do too).
 bool avx512_word_order(DType t);
-void avx512_arrange(DType t, QuantizedActs& x, int64_t c0, int64_t c1);
+// Columns [c0, c1) of x into the word order: per pair of blocks (2g, 2g+1), 64 bytes [2g's word k |
+// 2g+1's word k] for words k = 0..7 (codes 4k..4k+3), and the pair's starting values for the
+// AVX-512 kernels' codes offset to unsigned, [-centre sum(qx) of 2g | of 2g+1] (Q4_0_R8's
+// nibbles: centre 8; Q8_0_R8's flipped bytes: 128) (qdirect_avx2.cpp).
+void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1);
 // Columns [c0, c1) of x into the 4-bit kernels' pair order (x.arranged): per pair of blocks
 // (2g, 2g+1), the 64 codes [2g: 0-15 | 2g+1: 0-15 | 2g: 16-31 | 2g+1: 16-31] (qdirect_avx2.cpp).
 void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1);

@@ -1,6 +1,6 @@
 // Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
-// Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0 (also as Q8_0_R8), Q5_0 and
-// Q5_1 one block per register; eight rows per pass with one row per float lane
+// Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0, Q5_0 and Q5_1 one block per
+// register, Q8_0_R8 a word of eight rows' two blocks per register; eight rows per pass with one row per float lane
 // (qdirect_avx2.h), for up to four activation columns. Decode reads each weight byte once and
 // writes nothing back, so it can run at memory speed. Also the entry points of qgemm.h for every
 // fused type (qdirect_supports, _max_cols, _prepare, _arrange, _rows, _dot), which pick the
@@ -230,12 +230,10 @@ void rows8_pairs(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
-// Where rows8_single finds block u of its eight rows. SingleRowMajor: the file's layout, eight
-// row streams, the scales gathered. Q8Grouped: Q8_0_R8 (cpu/repacked.h), one stream, the eight
-// rows' scales of a block in one 16-byte load.
+// Where rows8_single finds block u of its eight rows: the file's layout, eight row streams, the
+// scales gathered.
 template <class F>
 struct SingleRowMajor {
-  static constexpr bool kGrouped = false;
   static constexpr int64_t kB = sizeof(typename F::Block);
   static __m256i codes(const uint8_t* w, int64_t rb, int row, int64_t u) { return F::codes(w + row * rb + u * kB); }
   static __m256 scales(const uint8_t* w, __m256i off, int64_t u, __m256i& words) {
@@ -243,28 +241,17 @@ struct SingleRowMajor {
     return F::scale(words);
   }
 };
-struct Q8Grouped {
-  static constexpr bool kGrouped = true;
-  static __m256i codes(const uint8_t* w, int64_t, int row, int64_t u) {
-    return load32(w + (u / 2) * cpu::kQ8_0R8UnitBytes + 32 + 64 * row + 32 * (u % 2));
-  }
-  static __m256 scales(const uint8_t* w, __m256i, int64_t u, __m256i& words) {
-    words = _mm256_setzero_si256();  // only Q5_1's m reads the words
-    return _mm256_cvtph_ps(load16(w + (u / 2) * cpu::kQ8_0R8UnitBytes + 16 * (u % 2)));
-  }
-};
 
 // Q8_0, Q5_0, Q5_1: one block per register.
 template <class F, class L, int NC>
 void rows8_single(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  static_assert(!L::kGrouped || std::is_same_v<F, Q8_0F>, "only Q8_0 has a grouped layout here");
   const int64_t K = x.K, nb = K / 32;
   const __m256i off = row_offsets(rb);
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   const GroupPrefetch pf(w, rb, nb);
   for (int64_t u = 0; u < nb; ++u) {
-    if constexpr (!L::kGrouped) pf.step(u);
+    pf.step(u);
     RowSums rs[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
@@ -282,11 +269,72 @@ void rows8_single(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t 
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
+// Q8_0_R8 (cpu/repacked.h), stored in word order: per unit and word k, one register holds word k
+// of rows 0-3's two blocks (lane 2r + b), another rows 4-7's. Against [block u's word k |
+// block u+1's] of the column (arrange_words), each lane ends the eight words with its block's
+// exact sum, with no reduction across lanes (the AVX-512 kernel's scheme, qdirect_avx512.cpp).
+// qgemm.h's float steps then run in the even lanes (blends): block u, then u + 1 brought down
+// by a shift, so the same bits as every other Q8_0 kernel.
+template <int NC>
+void q8_0_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, units = K / 64;
+  const int8_t* q[NC];
+  const float* dx[NC];
+  __m256 acc[NC][2];  // row 4h + r in lane 2r of acc[c][h]; the odd lanes stay 0
+  for (int c = 0; c < NC; ++c) {
+    q[c] = x.arranged.data() + (c0 + c) * K;
+    dx[c] = x.dx.data() + (c0 + c) * (K / 32);
+    acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t g = 0; g < units; ++g) {
+    const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
+    __m256i T[NC][2];
+    for (int c = 0; c < NC; ++c) T[c][0] = T[c][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      __m256i xk[NC];
+      for (int c = 0; c < NC; ++c) {
+        int64_t v;
+        std::memcpy(&v, q[c] + 64 * g + 8 * k, 8);
+        xk[c] = _mm256_set1_epi64x(v);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i W = load32(unit + 32 + 64 * k + 32 * h), A = _mm256_sign_epi8(W, W);
+        for (int c = 0; c < NC; ++c)
+          T[c][h] = _mm256_add_epi32(T[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(A, _mm256_sign_epi8(xk[c], W)), ones));
+      }
+    }
+    // The scales [block u, rows 0-7] and [block u+1, rows 0-7] in lanes 2r + b of each half.
+    const __m256 d0 = _mm256_cvtph_ps(load16(unit)), d1 = _mm256_cvtph_ps(load16(unit + 16));
+    const __m256 lo = _mm256_unpacklo_ps(d0, d1), hi = _mm256_unpackhi_ps(d0, d1);  // rows 0, 1, 4, 5 / 2, 3, 6, 7
+    const __m256 d[2] = {_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)};
+    for (int c = 0; c < NC; ++c) {
+      double pair;  // [dx of block 2g | of 2g + 1] in every pair of lanes
+      std::memcpy(&pair, dx[c] + 2 * g, 8);
+      const __m256 dxp = _mm256_castpd_ps(_mm256_set1_pd(pair));
+      for (int h = 0; h < 2; ++h) {
+        const __m256 f = _mm256_cvtepi32_ps(T[c][h]), s = _mm256_mul_ps(d[h], dxp);
+        __m256 a = _mm256_blend_ps(acc[c][h], _mm256_fmadd_ps(f, s, acc[c][h]), 0x55);
+        const __m256 f1 = _mm256_castsi256_ps(_mm256_srli_epi64(_mm256_castps_si256(f), 32));
+        const __m256 s1 = _mm256_castsi256_ps(_mm256_srli_epi64(_mm256_castps_si256(s), 32));
+        acc[c][h] = _mm256_blend_ps(a, _mm256_fmadd_ps(f1, s1, a), 0x55);
+      }
+    }
+  }
+  for (int c = 0; c < NC; ++c) {
+    // [rows 0, 1, 4, 5 | 2, 3, 6, 7] as 64-bit pairs, then in order.
+    const __m256 r = _mm256_shuffle_ps(acc[c][0], acc[c][1], _MM_SHUFFLE(2, 0, 2, 0));
+    _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8)));
+  }
+}
+
 template <class F, class L = RowMajor<F>>
 constexpr Rows8Fn kPairs[4] = {rows8_pairs<F, L, 1>, rows8_pairs<F, L, 2>, rows8_pairs<F, L, 3>, rows8_pairs<F, L, 4>};
 template <class F, class L = SingleRowMajor<F>>
 constexpr Rows8Fn kSingle[4] = {rows8_single<F, L, 1>, rows8_single<F, L, 2>, rows8_single<F, L, 3>,
                                 rows8_single<F, L, 4>};
+constexpr Rows8Fn kQ8Words[4] = {q8_0_r8_words<1>, q8_0_r8_words<2>, q8_0_r8_words<3>, q8_0_r8_words<4>};
 
 bool uses_pairs(DType t) {
   return t == DType::Q4_0 || t == cpu::Q4_0_R8 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::MXFP4;
@@ -307,6 +355,25 @@ void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1) {
     }
 }
 
+void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
+  const int64_t K = x.K, pairs = K / 64;
+  const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
+  for (int64_t c = c0; c < c1; ++c)
+    for (int64_t g = 0; g < pairs; ++g) {
+      const int8_t* src = x.q.data() + c * K + 64 * g;
+      int8_t* dst = x.arranged.data() + c * K + 64 * g;
+      const __m256i b0 = load32(src), b1 = load32(src + 32);
+      // [words 0, 1 | 4, 5] and [2, 3 | 6, 7] of both blocks, word by word.
+      const __m256i lo = _mm256_unpacklo_epi32(b0, b1), hi = _mm256_unpackhi_epi32(b0, b1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+      const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
+      const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1]));
+      const uint32_t s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));
+      x.arranged_init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(s0 | static_cast<uint64_t>(s1) << 32);
+    }
+}
+
 const Rows8Fn* block32_kernels(DType t) {
   switch (t) {
     case DType::Q4_0: return kPairs<Q4_0F>;
@@ -315,7 +382,7 @@ const Rows8Fn* block32_kernels(DType t) {
     case DType::IQ4_NL: return kPairs<Iq4nlF>;
     case DType::MXFP4: return kPairs<Mxfp4F>;
     case DType::Q8_0: return kSingle<Q8_0F>;
-    case cpu::Q8_0_R8: return kSingle<Q8_0F, Q8Grouped>;
+    case cpu::Q8_0_R8: return kQ8Words;
     case DType::Q5_0: return kSingle<Q5_0F>;
     case DType::Q5_1: return kSingle<Q5_1F>;
     default: return nullptr;
@@ -358,6 +425,7 @@ namespace {
 // instruction set chosen now).
 enum class Order { kPlain, kPairs, kWords };
 Order order_of(DType w) {
+  if (w == cpu::Q8_0_R8) return Order::kWords;  // stored in word order: both instruction sets read it so
   if (use_avx512() && qdirect::avx512_kernels(w) && qdirect::avx512_word_order(w)) return Order::kWords;
   return qdirect::uses_pairs(w) ? Order::kPairs : Order::kPlain;
 }
@@ -371,7 +439,7 @@ void qdirect_prepare(DType w, QuantizedActs& x, int64_t n_cols) {
 
 void qdirect_arrange(DType w, QuantizedActs& x, int64_t c0, int64_t c1) {
   switch (order_of(w)) {
-    case Order::kWords: qdirect::avx512_arrange(w, x, c0, c1); break;
+    case Order::kWords: qdirect::arrange_words(w, x, c0, c1); break;
     case Order::kPairs: qdirect::arrange_pairs(x, c0, c1); break;
     case Order::kPlain: break;
   }

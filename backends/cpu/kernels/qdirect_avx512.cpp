@@ -82,20 +82,6 @@ struct Rows8Sums {
   }
 };
 
-// acc += float(T) * (d * dx), for the two blocks in the halves of T, d and dx, in block order:
-// qgemm.h's step, one row per lane.
-__m256 fma_two_blocks(__m512i T, __m512 d, __m512 dx, __m256 acc) {
-  const __m512 f = _mm512_cvtepi32_ps(T), s = _mm512_mul_ps(d, dx);
-  acc = _mm256_fmadd_ps(lower(f), lower(s), acc);
-  return _mm256_fmadd_ps(upper(f), upper(s), acc);
-}
-// [dx[0] x 8 | dx[1] x 8]
-__m512 two_scales(const float* dx) {
-  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(dx)));  // dx[0], dx[1]
-  return _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(two));
-}
-
 // Where lane_sums4 leaves rows r of two interleaved halves: rows 0, 2, 4, 6 in lanes 0-3 and
 // rows 1, 3, 5, 7 in lanes 8-11 (and the second block's in 4-7 / 12-15), back in row order.
 // (A function, not a constant: a namespace-scope vector would be built at program start, on
@@ -124,15 +110,15 @@ struct Columns {
 };
 
 // The grouped 32-value layouts (Q4_0_R8, Q8_0_R8) are read one 32-bit word of codes per row and
-// block per lane: a unit's registers are regrouped in-register so that lane 2r + b of register k
-// holds word k of row r's block u + b. vpdpbusd against a 64-bit broadcast of [block u's word k |
-// block u+1's] (avx512_arrange, into QuantizedActs::arranged) then leaves each lane a whole
-// block's exact sum after the last word, with no reduction across lanes. Per column and block
-// pair that is the dot products plus the float steps of qgemm.h (one convert, one multiply, two
-// masked FMAs in the even lanes, two shifts bringing the odd lanes down), where the lane-sum
-// forms took about twenty instructions, half of them shuffles. The regrouping is vpermt2d and
-// costs the same for 1 or 8 columns, so these kernels take up to 8 columns a call (docs/PERF.md,
-// "Q4_0 and Q8_0 prefill in word order").
+// block per lane: lane 2r + b of code register k holds word k of row r's block u + b (Q8_0_R8 is
+// stored so, cpu/repacked.h; Q4_0_R8's registers are regrouped in-register, eight vpermt2d a unit
+// shared by all columns). vpdpbusd against a 64-bit broadcast of [block u's word k | block u+1's]
+// (arrange_words, into QuantizedActs::arranged) then leaves each lane a whole block's exact sum
+// after the last word, with no reduction across lanes. Per column and block pair that is the dot
+// products plus the float steps of qgemm.h (one convert, one multiply, two masked FMAs in the
+// even lanes, two shifts bringing the odd lanes down), where the lane-sum forms took about twenty
+// instructions, half of them shuffles. These kernels take up to 8 columns a call (docs/PERF.md,
+// "Q4_0 and Q8_0 prefill in word order", "Q8_0_R8 stored in word order").
 //
 // Permutation indices (vpermt2d: 0-15 pick from the first source, 16-31 from the second).
 struct Idx16 {
@@ -154,20 +140,6 @@ constexpr Idx16 kQ4Step1[2] = {make_idx([](int i) { return 16 * (i / 4 % 2) + 4 
                                make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 2 + i / 8; })};
 constexpr Idx16 kQ4Step2[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
                                make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
-// Q8_0_R8: raw register r holds row r's two blocks, word k of block b at dword 8b + k; the target
-// W_k[2r + b] = R_r[8b + k], in three steps of two sources each:
-//   Y_{q,h}[4 kk + 2 rr + b] = R_{2q + rr}[8b + 4h + kk]              (rows in pairs; words 4h..4h+3)
-//   Z_{s,m}[8 kq + 2 r4 + b] = R_{4s + r4}[8b + 2m + kq]              (rows in fours; words 2m, 2m+1)
-//   W_k[2r + b]                                                        (all eight rows; word k)
-constexpr Idx16 kQ8Step1[2] = {
-    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 0 + i / 4; }),
-    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 4 + i / 4; })};
-constexpr Idx16 kQ8Step2[2] = {
-    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (0 + i / 8) + 2 * (i / 2 % 2) + i % 2; }),
-    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (2 + i / 8) + 2 * (i / 2 % 2) + i % 2; })};
-constexpr Idx16 kQ8Step3[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
-                               make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
-
 // Lane 2i of the result from lane i of the source, lane 2i + 1 from lane 8 + i: two halves
 // (blocks u and u + 1) interleaved into lanes 2r + b.
 __m512i interleave_halves() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
@@ -191,7 +163,7 @@ struct WordColumns {
   WordColumns(const QuantizedActs& x, int64_t c0) {
     const int64_t K = x.K;
     for (int c = 0; c < NC; ++c) {
-      q[c] = x.arranged.data() + (c0 + c) * K;  // the word order (avx512_arrange)
+      q[c] = x.arranged.data() + (c0 + c) * K;  // the word order (arrange_words)
       init[c] = x.arranged_init.data() + (c0 + c) * (K / 64);
       dx[c] = x.dx.data() + (c0 + c) * (K / 32);
       acc[c] = _mm512_setzero_ps();
@@ -251,25 +223,15 @@ struct Q4Words {
   }
 };
 
-// Q8_0_R8's code registers of a unit (cpu/repacked.h): eight registers (a row's two blocks each)
-// regrouped to word order in three steps; vpdpbusd multiplies unsigned by signed bytes, so the
-// codes go in offset by 128 (one XOR) and 128 sum(qx) comes off through the starting value.
+// Q8_0_R8's code registers of a unit (cpu/repacked.h): stored in word order, so eight plain
+// loads. vpdpbusd multiplies unsigned by signed bytes, so the codes go in offset by 128 (one XOR)
+// and 128 sum(qx) comes off through the starting value.
 struct Q8Words {
   static constexpr int64_t kUnitBytes = cpu::kQ8_0R8UnitBytes;
   static constexpr int kWords[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i s1[2] = {ld_idx(kQ8Step1[0]), ld_idx(kQ8Step1[1])};
-  const __m512i s2[2] = {ld_idx(kQ8Step2[0]), ld_idx(kQ8Step2[1])};
-  const __m512i s3[2] = {ld_idx(kQ8Step3[0]), ld_idx(kQ8Step3[1])};
   void codes(const uint8_t* unit, __m512i* W) const {
-    __m512i Y[4][2], Z[2][4];
-    for (int q = 0; q < 4; ++q) {
-      const __m512i a = ld64(unit + 32 + 128 * q), b = ld64(unit + 96 + 128 * q);
-      for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
-    }
-    for (int s4 = 0; s4 < 2; ++s4)
-      for (int m = 0; m < 4; ++m) Z[s4][m] = _mm512_permutex2var_epi32(Y[2 * s4][m / 2], s2[m % 2], Y[2 * s4 + 1][m / 2]);
-    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(_mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]), flip);
+    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(ld64(unit + 32 + 64 * k), flip);
   }
 };
 
@@ -355,40 +317,6 @@ void q8_0(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, floa
       const __m256i T = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
       col.acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, _mm256_set1_ps(col.dx[c][u])), col.acc[c]);
     }
-  }
-  col.store(y, c0, y_stride);
-}
-
-// Q8_0_R8 for one or two columns (decode): per unit, one register holds a row's two blocks, so
-// vpdpbusd leaves [block u | block u+1] per row and Rows8Sums reduces the halves apart; codes
-// offset by 128 as in q8_0. With so few columns the word order's regrouping (24 vpermt2d a unit)
-// costs more than the reductions it saves (0.44 against 0.32 ns per block and column from cache).
-template <int NC>
-void q8_0_r8_lanes(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  const int64_t K = x.K, units = K / 64;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  Columns<NC> col(x, c0);
-  for (int64_t g = 0; g < units; ++g) {
-    const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
-    ahead<cpu::kQ8_0R8UnitBytes>(unit);
-    __m512i xv[NC], init[NC];
-    for (int c = 0; c < NC; ++c) {
-      xv[c] = ld64(col.q[c] + 64 * g);
-      const int32_t* b = col.bs[c] + 4 * g;
-      init[c] = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * (b[0] + b[1])), 0x0100,
-                                       -128 * (b[2] + b[3]));
-    }
-    Rows8Sums rs[NC];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const uint8_t* rows = unit + 32 + 128 * p;
-      const __m512i a = _mm512_xor_si512(ld64(rows), flip), b = _mm512_xor_si512(ld64(rows + 64), flip);
-      for (int c = 0; c < NC; ++c)
-        rs[c].pair(p, _mm512_dpbusd_epi32(init[c], a, xv[c]), _mm512_dpbusd_epi32(init[c], b, xv[c]));
-    }
-    const __m512 d = _mm512_cvtph_ps(ld32(unit));  // [block u, rows 0-7 | block u+1, rows 0-7]
-    for (int c = 0; c < NC; ++c)
-      col.acc[c] = fma_two_blocks(rs[c].halves(), d, two_scales(col.dx[c] + 2 * g), col.acc[c]);
   }
   col.store(y, c0, y_stride);
 }
@@ -735,7 +663,7 @@ void nl4(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float
 constexpr Rows8Fn kQ4_0R8[8] = {words<Q4Words, 1>, words<Q4Words, 2>, words<Q4Words, 3>, words<Q4Words, 4>,
                                 words<Q4Words, 5>, words<Q4Words, 6>, words<Q4Words, 7>, words<Q4Words, 8>};
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
-constexpr Rows8Fn kQ8_0R8[8] = {q8_0_r8_lanes<1>, q8_0_r8_lanes<2>, words<Q8Words, 3>, words<Q8Words, 4>,
+constexpr Rows8Fn kQ8_0R8[8] = {words<Q8Words, 1>, words<Q8Words, 2>, words<Q8Words, 3>, words<Q8Words, 4>,
                                 words<Q8Words, 5>, words<Q8Words, 6>, words<Q8Words, 7>, words<Q8Words, 8>};
 constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
 template <class B>
@@ -749,24 +677,6 @@ constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8; }
 
 int avx512_cols_per_call(DType t) { return avx512_word_order(t) ? 8 : 4; }
-
-// The word order: per column and block pair g, 64 bytes [block 2g's word k | block 2g+1's word k]
-// for k = 0..7, and the pair's starting values [-centre sum(qx) of block 2g | of block 2g+1] (the
-// codes' offset: 8 for Q4_0's nibbles, 128 for Q8_0's flipped bytes).
-void avx512_arrange(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
-  const int64_t K = x.K, pairs = K / 64;
-  const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
-  const __m512i words = interleave_halves();
-  for (int64_t c = c0; c < c1; ++c)
-    for (int64_t g = 0; g < pairs; ++g) {
-      _mm512_storeu_si512(x.arranged.data() + c * K + 64 * g,
-                          _mm512_permutexvar_epi32(words, ld64(x.q.data() + c * K + 64 * g)));
-      const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
-      const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1]));
-      const uint32_t s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));
-      x.arranged_init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(s0 | static_cast<uint64_t>(s1) << 32);
-    }
-}
 
 const Rows8Fn* avx512_kernels(DType t) {
   switch (t) {
@@ -791,7 +701,6 @@ namespace kestrel::cpu::qdirect {
 const Rows8Fn* avx512_kernels(DType) { return nullptr; }
 int avx512_cols_per_call(DType) { return 4; }
 bool avx512_word_order(DType) { return false; }
-void avx512_arrange(DType, QuantizedActs&, int64_t, int64_t) {}
 }  // namespace kestrel::cpu::qdirect
 
 #endif
