@@ -31,5 +31,18 @@ struct Q4kScales {
   uint64_t mins() const { return mn[0] | uint64_t{mn[1]} << 32; }
 };
 
+// One activation column's sums over a super-block's eight 32-value sub-blocks (bs: its sixteen
+// sums of 16 codes), paired as the Q4_K_R8 kernels weight them by the mins (vpdpwssd): sub-blocks
+// (0, 2), (1, 3), (4, 6), (5, 7) as [low | high] int16 in the low 32 bits of p[0..3] (a sum of 32
+// codes of magnitude <= 127 fits an int16).
+inline void q4k_min_pairs(const int32_t* bs, int64_t* p) {
+  int32_t ps[8];
+  for (int j = 0; j < 8; ++j) ps[j] = bs[2 * j] + bs[2 * j + 1];
+  constexpr int kPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<int64_t>((static_cast<uint32_t>(ps[kPairs[i][0]]) & 0xFFFF) |
+                                (static_cast<uint32_t>(ps[kPairs[i][1]]) << 16));
+}
+
 }  // namespace
 }  // namespace kestrel::cpu::qdirect

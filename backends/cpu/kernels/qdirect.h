@@ -24,7 +24,9 @@ bool avx512_word_order(DType t);
 // Columns [c0, c1) of x into the word order: per pair of blocks (2g, 2g+1), 64 bytes [2g's word k |
 // 2g+1's word k] for words k = 0..7 (codes 4k..4k+3), and the pair's starting values for the
 // AVX-512 kernels' codes offset to unsigned, [-centre sum(qx) of 2g | of 2g+1] (Q4_0_R8's
-// nibbles: centre 8; Q8_0_R8's flipped bytes: 128) (qdirect_avx2.cpp).
+// nibbles: centre 8; Q8_0_R8's flipped bytes: 128). Q4_K_R8 pairs a super-block's sub-blocks
+// (4m + h, 4m + h + 2) for 2m + h = 0..3 instead, and keeps its mins' activation pairs
+// (q4k_min_pairs) where the others keep starting values (qdirect_avx2.cpp).
 void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1);
 // Columns [c0, c1) of x into the 4-bit kernels' pair order (x.arranged): per pair of blocks
 // (2g, 2g+1), the 64 codes [2g: 0-15 | 2g+1: 0-15 | 2g: 16-31 | 2g+1: 16-31] (qdirect_avx2.cpp).

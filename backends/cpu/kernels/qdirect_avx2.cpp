@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/q4k_scales.h"
 #include "backends/cpu/kernels/qdirect_avx2.h"
 #include "backends/cpu/simd.h"
 #include "tensor/quants/quant_blocks.h"
@@ -357,16 +358,24 @@ void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1) {
 
 void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
   const int64_t K = x.K, pairs = K / 64;
+  const bool k4 = t == cpu::Q4_K_R8;
   const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t g = 0; g < pairs; ++g) {
-      const int8_t* src = x.q.data() + c * K + 64 * g;
+      // The pair's two 32-value sub-blocks: 2g and 2g + 1, or Q4_K's 4m + h and 4m + h + 2 of
+      // super-block g / 4 (g % 4 = 2m + h).
+      const int64_t first = k4 ? 8 * (g / 4) + 4 * (g % 4 / 2) + g % 2 : 2 * g, second = first + (k4 ? 2 : 1);
+      const int8_t* src = x.q.data() + c * K;
       int8_t* dst = x.arranged.data() + c * K + 64 * g;
-      const __m256i b0 = load32(src), b1 = load32(src + 32);
-      // [words 0, 1 | 4, 5] and [2, 3 | 6, 7] of both blocks, word by word.
+      const __m256i b0 = load32(src + 32 * first), b1 = load32(src + 32 * second);
+      // [words 0, 1 | 4, 5] and [2, 3 | 6, 7] of both, word by word.
       const __m256i lo = _mm256_unpacklo_epi32(b0, b1), hi = _mm256_unpackhi_epi32(b0, b1);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permute2x128_si256(lo, hi, 0x20));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+      if (k4) {  // Q4_K's codes are unsigned nibbles as they are: no starting values, but the mins' pairs
+        if (g % 4 == 0) q4k_min_pairs(x.bs.data() + c * (K / 16) + 4 * g, x.arranged_init.data() + c * pairs + g);
+        continue;
+      }
       const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
       const uint32_t s0 = static_cast<uint32_t>(-centre * (b[0] + b[1]));
       const uint32_t s1 = static_cast<uint32_t>(-centre * (b[2] + b[3]));

@@ -140,6 +140,20 @@ constexpr Idx16 kQ4Step1[2] = {make_idx([](int i) { return 16 * (i / 4 % 2) + 4 
                                make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 2 + i / 8; })};
 constexpr Idx16 kQ4Step2[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
                                make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
+// Q4_K_R8: a row's 64 code bytes of groups 2m, 2m + 1 in raw register r, word k of group 2m + b
+// at dword 8b + k; the target W_k[2r + b] = R_r[8b + k], in three steps of two sources each:
+//   Y_{q,h}[4 kk + 2 rr + b] = R_{2q + rr}[8b + 4h + kk]              (rows in pairs; words 4h..4h+3)
+//   Z_{s,m}[8 kq + 2 r4 + b] = R_{4s + r4}[8b + 2m + kq]              (rows in fours; words 2m, 2m+1)
+//   W_k[2r + b]                                                        (all eight rows; word k)
+constexpr Idx16 kRowsStep1[2] = {
+    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 0 + i / 4; }),
+    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 4 + i / 4; })};
+constexpr Idx16 kRowsStep2[2] = {
+    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (0 + i / 8) + 2 * (i / 2 % 2) + i % 2; }),
+    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (2 + i / 8) + 2 * (i / 2 % 2) + i % 2; })};
+constexpr Idx16 kRowsStep3[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
+                                 make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
+
 // Lane 2i of the result from lane i of the source, lane 2i + 1 from lane 8 + i: two halves
 // (blocks u and u + 1) interleaved into lanes 2r + b.
 __m512i interleave_halves() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
@@ -353,71 +367,117 @@ void k4_isum(uint64_t scales, const __m512i* code, const __m512i (*xs)[4], const
   }
 }
 
-// Q4_K_R8 (cpu/repacked.h): per row and super-block, two registers of codes whose low and high
-// nibbles hold sub-blocks [0 | 2], [1 | 3], [4 | 6], [5 | 7]; vpmaddubsw forms the code products
-// and vpdpwssd weights them by the sub-block scales and accumulates. The mins of all eight rows
-// come straight from the unit's scale planes: sum_j m_j sum_j(qx) as four vpdpwssd of the mins,
-// two per 32-bit lane, against the activations' sub-block sums.
+// A Q4_K_R8 unit's mins of all eight rows, straight from its scale planes, and sum_j m_j sum_j(qx)
+// against one column's sub-block sums: four vpdpwssd of the mins, two per 32-bit lane.
+struct Q4kR8Mins {
+  __m256i mins[4];  // int16 pairs of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), one row per 32-bit lane
+  explicit Q4kR8Mins(const uint8_t* unit) {
+    const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
+    const __m256i even = _mm256_set1_epi32(0x00FF00FF);
+    // Mins of sub-blocks 0-3 (bytes of scale word 1) and 4-7 (word 2's high nibbles, word 1's top
+    // bits) for the eight rows, one row per 32-bit lane.
+    const __m256i w1 = ld32(unit + 64), w2 = ld32(unit + 96);
+    const __m256i mA = _mm256_and_si256(w1, k6);
+    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), k4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 6), k2), 4));
+    mins[0] = _mm256_and_si256(mA, even), mins[1] = _mm256_and_si256(_mm256_srli_epi16(mA, 8), even);
+    mins[2] = _mm256_and_si256(mB, even), mins[3] = _mm256_and_si256(_mm256_srli_epi16(mB, 8), even);
+  }
+  // p: q4k_min_pairs of one column's sums (arrange_words keeps them in QuantizedActs::arranged_init).
+  __m256i dot(const int64_t* p) const {
+    __m256i M = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) M = _mm256_dpwssd_epi32(M, mins[i], _mm256_set1_epi32(static_cast<int32_t>(p[i])));
+    return M;
+  }
+};
+
+// Q4_K_R8 in word order (the scheme of the grouped 32-value layouts above): per super-block and
+// half m, the eight rows' 64 code bytes of groups 2m, 2m + 1 regrouped in-register (24 vpermt2d,
+// shared by all columns) so that lane 2r + b of register k holds word k of row r's group 2m + b;
+// its low nibbles are sub-block 4m + 2b's codes 4k..4k+3, its high nibbles sub-block 4m + 2b + 1's.
+// Against [sub-block 4m + h's word k | 4m + h + 2's] (arrange_words), vpdpbusd leaves each lane
+// one sub-block's exact sum after eight words; vpmulld by the sub-block scales, the lanes of a
+// row added; then the mins (Q4kR8Mins) and qgemm.h's float steps, as every Q4_K kernel: the same
+// bits. (Per row with vpmaddubsw and vpdpwssd, as k45 below, measured 1.44x slower at 8 columns.)
+struct Q4kWordScales {
+  __m512i sc[2][2];  // [m][h]: lane 2r + b = row r's scale of sub-block 4m + 2b + h
+  explicit Q4kWordScales(const uint8_t* unit) {
+    const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
+    const __m256i even = _mm256_set1_epi32(0x00FF00FF);
+    // Sub-blocks 0-3 (bytes of scale word 0) and 4-7 (word 2's low nibbles, word 0's top bits),
+    // one row per 32-bit lane, as Q4kScales unpacks them.
+    const __m256i w0 = ld32(unit + 32), w2 = ld32(unit + 96);
+    const __m256i S[2] = {_mm256_and_si256(w0, k6),
+                          _mm256_or_si256(_mm256_and_si256(w2, k4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w0, 6), k2), 4))};
+    for (int m = 0; m < 2; ++m) {
+      sc[m][0] = _mm512_cvtepu16_epi32(_mm256_and_si256(S[m], even));
+      sc[m][1] = _mm512_cvtepu16_epi32(_mm256_and_si256(_mm256_srli_epi16(S[m], 8), even));
+    }
+  }
+};
+
 template <int NC>
-void q4_k_r8(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, nsb = K / QK_K;
-  const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
-  const __m256i even = _mm256_set1_epi32(0x00FF00FF);
-  const __m512i pk[4] = {pick16(0, 2), pick16(1, 3), pick16(4, 6), pick16(5, 7)};
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i s1[2] = {ld_idx(kRowsStep1[0]), ld_idx(kRowsStep1[1])};
+  const __m512i s2[2] = {ld_idx(kRowsStep2[0]), ld_idx(kRowsStep2[1])};
+  const __m512i s3[2] = {ld_idx(kRowsStep3[0]), ld_idx(kRowsStep3[1])};
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;
     ahead<cpu::kQ4_KR8UnitBytes>(unit);
-    __m512i xs[NC][4];
-    __m256i M[NC];
-    // Mins of sub-blocks 0-3 (bytes of scale word 1) and 4-7 (word 2's high nibbles, word 1's top
-    // bits) for the eight rows, one row per 32-bit lane; then as int16 pairs (0, 2) and (1, 3).
-    const __m256i w1 = ld32(unit + 64), w2 = ld32(unit + 96);
-    const __m256i mA = _mm256_and_si256(w1, k6);
-    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), k4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 6), k2), 4));
-    const __m256i mins[4] = {_mm256_and_si256(mA, even), _mm256_and_si256(_mm256_srli_epi16(mA, 8), even),
-                             _mm256_and_si256(mB, even), _mm256_and_si256(_mm256_srli_epi16(mB, 8), even)};
-    for (int c = 0; c < NC; ++c) {
-      kquant_acts(x.q.data() + (c0 + c) * K + s * QK_K, xs[c]);
-      const int32_t* b = x.bs.data() + (c0 + c) * (K / 16) + 16 * s;
-      int32_t ps[8];
-      for (int j = 0; j < 8; ++j) ps[j] = b[2 * j] + b[2 * j + 1];
-      auto pair16 = [&](int i, int j) {  // ps[i] in the low int16 of every 32-bit lane, ps[j] in the high
-        return _mm256_set1_epi32(static_cast<int32_t>((ps[i] & 0xFFFF) | (static_cast<uint32_t>(ps[j]) << 16)));
-      };
-      M[c] = _mm256_dpwssd_epi32(_mm256_setzero_si256(), mins[0], pair16(0, 2));
-      M[c] = _mm256_dpwssd_epi32(M[c], mins[1], pair16(1, 3));
-      M[c] = _mm256_dpwssd_epi32(M[c], mins[2], pair16(4, 6));
-      M[c] = _mm256_dpwssd_epi32(M[c], mins[3], pair16(5, 7));
-    }
-    Rows8Sums rs[NC];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      __m512i isum[2][NC];
-      for (int k = 0; k < 2; ++k) {
-        const int r = 2 * p + k;
-        const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), 0, Q4kScales::word(unit + 96 + 4 * r));
-        __m512i code[4];
-        k4_codes(unit + 128 + 128 * r, code);
-        k4_isum<NC>(sm.scales(), code, xs, pk, isum[k]);
+    const Q4kWordScales sc(unit);
+    __m512i S[NC];
+    for (int c = 0; c < NC; ++c) S[c] = _mm512_setzero_si512();
+    for (int m = 0; m < 2; ++m) {
+      __m512i W[8];
+      {
+        const uint8_t* rows = unit + 128 + 64 * m;  // row r's groups 2m, 2m + 1 at rows + 128 r
+        __m512i Y[4][2], Z[2][4];
+        for (int q = 0; q < 4; ++q) {
+          const __m512i a = ld64(rows + 256 * q), b = ld64(rows + 256 * q + 128);
+          for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
+        }
+        for (int s4 = 0; s4 < 2; ++s4)
+          for (int mm = 0; mm < 4; ++mm)
+            Z[s4][mm] = _mm512_permutex2var_epi32(Y[2 * s4][mm / 2], s2[mm % 2], Y[2 * s4 + 1][mm / 2]);
+        for (int k = 0; k < 8; ++k) W[k] = _mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]);
       }
-      for (int c = 0; c < NC; ++c) rs[c].pair(p, isum[0][c], isum[1][c]);
+      for (int h = 0; h < 2; ++h) {
+        __m512i N[8];
+        for (int k = 0; k < 8; ++k) N[k] = _mm512_and_si512(h ? _mm512_srli_epi16(W[k], 4) : W[k], m4);
+        for (int c = 0; c < NC; ++c) {
+          const int8_t* a = x.arranged.data() + (c0 + c) * K + s * QK_K + 64 * (2 * m + h);
+          __m512i T0 = _mm512_setzero_si512(), T1 = _mm512_setzero_si512();
+          for (int k = 0; k < 8; k += 2) {
+            T0 = _mm512_dpbusd_epi32(T0, N[k], bcast64(a + 8 * k));
+            T1 = _mm512_dpbusd_epi32(T1, N[k + 1], bcast64(a + 8 * k + 8));
+          }
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(T0, T1), sc.sc[m][h]));
+        }
+      }
     }
+    const Q4kR8Mins mins(unit);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + 16)));
     for (int c = 0; c < NC; ++c) {
+      // Row r's sum in lane 2r, then the rows in order.
+      const __m256i T = _mm512_cvtepi64_epi32(_mm512_add_epi32(S[c], _mm512_srli_epi64(S[c], 32)));
       const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rs[c].total()), _mm256_mul_ps(d, dxv), acc[c]);
-      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dmin, dxv), accm[c]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, dxv), acc[c]);
+      const __m256i M = mins.dot(x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s);
+      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmin, dxv), accm[c]);
     }
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
-// Q4_K and Q5_K in the file's layout, eight rows gathered: per row, q4_k_r8's arithmetic on the
-// row's own 128 code bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each
+// Q4_K and Q5_K in the file's layout, eight rows gathered: per row, the code products by
+// vpmaddubsw weighted by the sub-block scales with vpdpwssd (k4_isum), on the row's own 128 code
+// bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each
 // code register [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of
 // 16. The mins: the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2),
 // (1, 3) and (4, 6), (5, 7) per 32-bit lane, and taken by vpdpwssd against the activations'
@@ -665,7 +725,8 @@ constexpr Rows8Fn kQ4_0R8[8] = {words<Q4Words, 1>, words<Q4Words, 2>, words<Q4Wo
 constexpr Rows8Fn kQ8_0[4] = {q8_0<1>, q8_0<2>, q8_0<3>, q8_0<4>};
 constexpr Rows8Fn kQ8_0R8[8] = {words<Q8Words, 1>, words<Q8Words, 2>, words<Q8Words, 3>, words<Q8Words, 4>,
                                 words<Q8Words, 5>, words<Q8Words, 6>, words<Q8Words, 7>, words<Q8Words, 8>};
-constexpr Rows8Fn kQ4_KR8[4] = {q4_k_r8<1>, q4_k_r8<2>, q4_k_r8<3>, q4_k_r8<4>};
+constexpr Rows8Fn kQ4_KR8[8] = {q4_k_words<1>, q4_k_words<2>, q4_k_words<3>, q4_k_words<4>,
+                                q4_k_words<5>, q4_k_words<6>, q4_k_words<7>, q4_k_words<8>};
 template <class B>
 constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
 constexpr Rows8Fn kQ6K[4] = {q6_k<1>, q6_k<2>, q6_k<3>, q6_k<4>};
@@ -674,7 +735,7 @@ constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 }  // namespace
 
-bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8; }
+bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 || t == cpu::Q4_K_R8; }
 
 int avx512_cols_per_call(DType t) { return avx512_word_order(t) ? 8 : 4; }
 

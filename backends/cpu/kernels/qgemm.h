@@ -54,8 +54,9 @@ struct QuantizedActs {
   std::vector<float> dx;    // [cols][K/32]
   std::vector<int32_t> bs;  // [cols][K/16]: sum of the 16 codes qx
   // The codes again in the order a weight type's fused kernels read them, where that is an order
-  // of their own (qdirect_prepare / qdirect_arrange): [cols][K], and for the AVX-512 word order
-  // each block pair's starting values, [cols][K/64]. One copy, however many threads read it.
+  // of their own (qdirect_prepare / qdirect_arrange): [cols][K], and for the word order each
+  // block pair's starting values (Q4_K_R8: its mins' activation pairs), [cols][K/64]. One copy,
+  // however many threads read it.
   std::vector<int8_t> arranged;
   std::vector<int64_t> arranged_init;
   void resize(int64_t k, int64_t cols);
