@@ -17,7 +17,7 @@ struct Field {
 struct Layout {
   int64_t unit_values, unit_bytes;  // per row
   int n_fields;
-  Field f[10];
+  Field f[21];
 };
 
 constexpr Layout kQ4_0R8 = {64, 36, 3, {{{{0, 2}}, 1}, {{{18, 2}}, 1}, {{{2, 16}, {20, 16}}, 2}}};
@@ -26,8 +26,14 @@ constexpr Layout kQ4_0R8 = {64, 36, 3, {{{{0, 2}}, 1}, {{{18, 2}}, 1}, {{{2, 16}
 constexpr Field q8_word(int k) { return {{{2 + 4 * k, 4}, {36 + 4 * k, 4}}, 2}; }
 constexpr Layout kQ8_0R8 = {64, 68, 10, {{{{0, 2}}, 1}, {{{34, 2}}, 1}, q8_word(0), q8_word(1), q8_word(2),
                                         q8_word(3), q8_word(4), q8_word(5), q8_word(6), q8_word(7)}};
+// Q4_K_R8's codes in word order: field (m, k) is word k of the row's 32-byte code group 2m, then
+// of group 2m + 1 (the codes start at byte 16 of a block_q4_K).
+constexpr Field q4k_word(int m, int k) { return {{{16 + 64 * m + 4 * k, 4}, {48 + 64 * m + 4 * k, 4}}, 2}; }
 constexpr Layout kQ4_KR8 = {
-    256, 144, 6, {{{{0, 2}}, 1}, {{{2, 2}}, 1}, {{{4, 4}}, 1}, {{{8, 4}}, 1}, {{{12, 4}}, 1}, {{{16, 128}}, 1}}};
+    256, 144, 21, {{{{0, 2}}, 1}, {{{2, 2}}, 1}, {{{4, 4}}, 1}, {{{8, 4}}, 1}, {{{12, 4}}, 1},
+                   q4k_word(0, 0), q4k_word(0, 1), q4k_word(0, 2), q4k_word(0, 3), q4k_word(0, 4), q4k_word(0, 5),
+                   q4k_word(0, 6), q4k_word(0, 7), q4k_word(1, 0), q4k_word(1, 1), q4k_word(1, 2), q4k_word(1, 3),
+                   q4k_word(1, 4), q4k_word(1, 5), q4k_word(1, 6), q4k_word(1, 7)}};
 
 const Layout* layout_of(DType grouped) {
   switch (grouped) {
@@ -44,7 +50,7 @@ const Layout* layout_of(DType grouped) {
 template <const Layout& L, class Fn>
 inline void for_each_piece(int64_t u, int64_t r, Fn fn) {
   int64_t base = u * 8 * L.unit_bytes;  // the unit's start inside the group
-#pragma GCC unroll 10
+#pragma GCC unroll 21
   for (int i = 0; i < L.n_fields; ++i) {
     const Field& f = L.f[i];
     int64_t at = base + r * f.size();

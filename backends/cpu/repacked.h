@@ -14,10 +14,16 @@
 //                                 block's word k then the second's (the "word order": in
 //                                 64 bytes k, 32-bit word 2r + b is row r's block b's word k)
 //   Q4_K_R8, 1152 bytes per unit: 8 d | 8 dmin (fp16) | 8 x scale bytes 0-3 | 8 x bytes 4-7 |
-//                                 8 x bytes 8-11 | per row, the 128 code bytes
+//                                 8 x bytes 8-11 | for m = 0, 1 and word k = 0..7: per row,
+//                                 word k of code group 2m (bytes 32 * 2m.. of its 128), then of
+//                                 group 2m + 1 (word order: in 64 bytes (m, k), word 2r + b is
+//                                 row r's group 2m + b's word k; low nibbles sub-block 4m + 2b,
+//                                 high nibbles 4m + 2b + 1)
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
-// gather) and a row's codes (Q8_0_R8: a word of every row's two blocks) with whole-register loads. A row is no longer contiguous: only code
-// that knows these layouts may read such a tensor (the CPU kernels, and get_rows).
+// gather) and codes with whole-register loads (Q4_0_R8: a row's two blocks; the word orders: one
+// word of every row's two blocks or groups, which vpdpbusd / vpmaddubsw then sum per lane with no
+// reduction across lanes). A row is no longer contiguous: only code that knows these layouts may
+// read such a tensor (the CPU kernels, and get_rows).
 #pragma once
 #include <cstdint>
 

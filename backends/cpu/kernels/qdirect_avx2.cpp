@@ -434,7 +434,8 @@ namespace {
 // instruction set chosen now).
 enum class Order { kPlain, kPairs, kWords };
 Order order_of(DType w) {
-  if (w == cpu::Q8_0_R8) return Order::kWords;  // stored in word order: both instruction sets read it so
+  // Stored in word order: both instruction sets read them so.
+  if (w == cpu::Q8_0_R8 || w == cpu::Q4_K_R8) return Order::kWords;
   if (use_avx512() && qdirect::avx512_kernels(w) && qdirect::avx512_word_order(w)) return Order::kWords;
   return qdirect::uses_pairs(w) ? Order::kPairs : Order::kPlain;
 }

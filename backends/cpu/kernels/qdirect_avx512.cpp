@@ -140,20 +140,6 @@ constexpr Idx16 kQ4Step1[2] = {make_idx([](int i) { return 16 * (i / 4 % 2) + 4 
                                make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 2 + i / 8; })};
 constexpr Idx16 kQ4Step2[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
                                make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
-// Q4_K_R8: a row's 64 code bytes of groups 2m, 2m + 1 in raw register r, word k of group 2m + b
-// at dword 8b + k; the target W_k[2r + b] = R_r[8b + k], in three steps of two sources each:
-//   Y_{q,h}[4 kk + 2 rr + b] = R_{2q + rr}[8b + 4h + kk]              (rows in pairs; words 4h..4h+3)
-//   Z_{s,m}[8 kq + 2 r4 + b] = R_{4s + r4}[8b + 2m + kq]              (rows in fours; words 2m, 2m+1)
-//   W_k[2r + b]                                                        (all eight rows; word k)
-constexpr Idx16 kRowsStep1[2] = {
-    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 0 + i / 4; }),
-    make_idx([](int i) { return 16 * (i / 2 % 2) + 8 * (i % 2) + 4 + i / 4; })};
-constexpr Idx16 kRowsStep2[2] = {
-    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (0 + i / 8) + 2 * (i / 2 % 2) + i % 2; }),
-    make_idx([](int i) { return 16 * (i / 2 % 4 / 2) + 4 * (2 + i / 8) + 2 * (i / 2 % 2) + i % 2; })};
-constexpr Idx16 kRowsStep3[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
-                                 make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
-
 // Lane 2i of the result from lane i of the source, lane 2i + 1 from lane 8 + i: two halves
 // (blocks u and u + 1) interleaved into lanes 2r + b.
 __m512i interleave_halves() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
@@ -391,14 +377,13 @@ struct Q4kR8Mins {
   }
 };
 
-// Q4_K_R8 in word order (the scheme of the grouped 32-value layouts above): per super-block and
-// half m, the eight rows' 64 code bytes of groups 2m, 2m + 1 regrouped in-register (24 vpermt2d,
-// shared by all columns) so that lane 2r + b of register k holds word k of row r's group 2m + b;
-// its low nibbles are sub-block 4m + 2b's codes 4k..4k+3, its high nibbles sub-block 4m + 2b + 1's.
-// Against [sub-block 4m + h's word k | 4m + h + 2's] (arrange_words), vpdpbusd leaves each lane
-// one sub-block's exact sum after eight words; vpmulld by the sub-block scales, the lanes of a
-// row added; then the mins (Q4kR8Mins) and qgemm.h's float steps, as every Q4_K kernel: the same
-// bits. (Per row with vpmaddubsw and vpdpwssd, as k45 below, measured 1.44x slower at 8 columns.)
+// Q4_K_R8 (cpu/repacked.h), stored in word order: lane 2r + b of a unit's register (m, k) holds
+// word k of row r's code group 2m + b, whose low nibbles are sub-block 4m + 2b's codes 4k..4k+3
+// and high nibbles sub-block 4m + 2b + 1's. Against [sub-block 4m + h's word k | 4m + h + 2's]
+// (arrange_words), vpdpbusd leaves each lane one sub-block's exact sum after eight words; vpmulld
+// by the sub-block scales, the lanes of a row added; then the mins (Q4kR8Mins) and qgemm.h's
+// float steps, as every Q4_K kernel: the same bits. (Per row with vpmaddubsw and vpdpwssd, as k45
+// below, measured 1.44x slower at 8 columns even with the word order made in registers.)
 struct Q4kWordScales {
   __m512i sc[2][2];  // [m][h]: lane 2r + b = row r's scale of sub-block 4m + 2b + h
   explicit Q4kWordScales(const uint8_t* unit) {
@@ -421,9 +406,6 @@ template <int NC>
 void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, nsb = K / QK_K;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i s1[2] = {ld_idx(kRowsStep1[0]), ld_idx(kRowsStep1[1])};
-  const __m512i s2[2] = {ld_idx(kRowsStep2[0]), ld_idx(kRowsStep2[1])};
-  const __m512i s3[2] = {ld_idx(kRowsStep3[0]), ld_idx(kRowsStep3[1])};
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
@@ -434,18 +416,7 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
     for (int c = 0; c < NC; ++c) S[c] = _mm512_setzero_si512();
     for (int m = 0; m < 2; ++m) {
       __m512i W[8];
-      {
-        const uint8_t* rows = unit + 128 + 64 * m;  // row r's groups 2m, 2m + 1 at rows + 128 r
-        __m512i Y[4][2], Z[2][4];
-        for (int q = 0; q < 4; ++q) {
-          const __m512i a = ld64(rows + 256 * q), b = ld64(rows + 256 * q + 128);
-          for (int h = 0; h < 2; ++h) Y[q][h] = _mm512_permutex2var_epi32(a, s1[h], b);
-        }
-        for (int s4 = 0; s4 < 2; ++s4)
-          for (int mm = 0; mm < 4; ++mm)
-            Z[s4][mm] = _mm512_permutex2var_epi32(Y[2 * s4][mm / 2], s2[mm % 2], Y[2 * s4 + 1][mm / 2]);
-        for (int k = 0; k < 8; ++k) W[k] = _mm512_permutex2var_epi32(Z[0][k / 2], s3[k % 2], Z[1][k / 2]);
-      }
+      for (int k = 0; k < 8; ++k) W[k] = ld64(unit + 128 + 512 * m + 64 * k);
       for (int h = 0; h < 2; ++h) {
         __m512i N[8];
         for (int k = 0; k < 8; ++k) N[k] = _mm512_and_si512(h ? _mm512_srli_epi16(W[k], 4) : W[k], m4);

@@ -1,9 +1,10 @@
-// Fused decode kernels for the K-quants (AVX2): Q4_K (also in its repacked layout Q4_K_R8), Q5_K
-// and Q6_K against Q8_K activations, eight rows per pass with one row per float lane
-// (qdirect_avx2.h), for up to four columns.
+// Fused decode kernels for the K-quants (AVX2): Q4_K (also in its repacked layout Q4_K_R8, read in
+// word order), Q5_K and Q6_K against Q8_K activations, eight rows per pass with one row per float
+// lane (qdirect_avx2.h), for up to four columns.
 // Per super-block and row the integer sums stay in registers; the eight rows' totals then take
 // one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
 #if defined(__x86_64__)
+#include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/kernels/q4k_scales.h"
@@ -57,10 +58,8 @@ inline void k45_row(__m128i sc8, __m128i mn8, const uint8_t* qs, const uint8_t* 
 }
 
 // Q4_K/Q5_K x Q8_K, per super-block:  d dx sum_j sc_j sum(q qx)  -  dmin dx sum_j m_j sum_j(qx).
-// kGrouped: Q4_K in its Q4_K_R8 layout (one stream, no gather).
-template <class B, bool kGrouped, int NC>
+template <class B, int NC>
 void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
-  static_assert(!kGrouped || std::is_same_v<B, block_q4_K>, "only Q4_K has a grouped layout");
   constexpr bool kFive = std::is_same_v<B, block_q5_K>;
   constexpr int64_t kB = sizeof(B);
   const int64_t K = x.K, nsb = K / QK_K;
@@ -69,49 +68,106 @@ void rows8_k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0,
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   const GroupPrefetch pf(w, rb, nsb);
   for (int64_t s = 0; s < nsb; ++s) {
-    if constexpr (!kGrouped) pf.step(s);  // the grouped stream needs none (qdirect_avx2.cpp)
+    pf.step(s);
     const int8_t* qx[NC];
     __m256i ps[NC];
     for (int c = 0; c < NC; ++c) {
       qx[c] = x.q.data() + (c0 + c) * K + s * QK_K;
       ps[c] = pair_sums(x.bs.data() + (c0 + c) * (K / 16) + 16 * s);
     }
-    const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;  // kGrouped only
     RowSums ri[NC], rm[NC];
 #pragma GCC unroll 4
     for (int rp = 0; rp < 4; ++rp) {
       __m256i isum[2][NC], mins[2][NC];
       for (int k = 0; k < 2; ++k) {
         const int r = 2 * rp + k;
-        if constexpr (kGrouped) {
-          // Row r's scale bytes 0-3, 4-7 and 8-11 sit in three planes of the unit.
-          const Q4kScales sm(Q4kScales::word(unit + 32 + 4 * r), Q4kScales::word(unit + 64 + 4 * r),
-                             Q4kScales::word(unit + 96 + 4 * r));
-          k45_row<false, NC>(bytes8(sm.scales()), bytes8(sm.mins()), unit + 128 + 128 * r, nullptr, qx, ps, isum[k], mins[k]);
-        } else {
-          const B& b = *reinterpret_cast<const B*>(w + r * rb + s * kB);
-          const Q4kScales sm(b.scales);
-          const uint8_t* qh = nullptr;
-          if constexpr (kFive) qh = b.qh;
-          k45_row<kFive, NC>(bytes8(sm.scales()), bytes8(sm.mins()), b.qs, qh, qx, ps, isum[k], mins[k]);
-        }
+        const B& b = *reinterpret_cast<const B*>(w + r * rb + s * kB);
+        const Q4kScales sm(b.scales);
+        const uint8_t* qh = nullptr;
+        if constexpr (kFive) qh = b.qh;
+        k45_row<kFive, NC>(bytes8(sm.scales()), bytes8(sm.mins()), b.qs, qh, qx, ps, isum[k], mins[k]);
       }
       for (int c = 0; c < NC; ++c) {
         ri[c].pair(rp, isum[0][c], isum[1][c]);
         rm[c].pair(rp, mins[0][c], mins[1][c]);
       }
     }
-    __m256 d, dmin;
-    if constexpr (kGrouped) {
-      d = _mm256_cvtph_ps(load16(unit)), dmin = _mm256_cvtph_ps(load16(unit + 16));
-    } else {
-      const __m256i words = gather_words(w + s * kB, off);  // d | dmin << 16
-      d = f16_low(words), dmin = f16_high(words);
-    }
+    const __m256i words = gather_words(w + s * kB, off);  // d | dmin << 16
+    const __m256 d = f16_low(words), dmin = f16_high(words);
     for (int c = 0; c < NC; ++c) {
       const float dx = x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)];
       acc[c] = fma_block(ri[c].total(), d, dx, acc[c]);
       accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(rm[c].total()), _mm256_mul_ps(dmin, _mm256_set1_ps(dx)), accm[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
+}
+
+// Q4_K_R8 (cpu/repacked.h), stored in word order: lane 2r + b of a unit's 64 bytes (m, k) holds
+// word k of row r's code group 2m + b (low nibbles: sub-block 4m + 2b's codes 4k..4k+3; high
+// nibbles: 4m + 2b + 1's); one register holds rows 0-3 of it, another rows 4-7. Against
+// [sub-block 4m + h's word k | 4m + h + 2's] (arrange_words), vpmaddubsw's int16 pairs add up over
+// the eight words without overflow (8 x 2 x 15 x 127 < 2^15), so one vpmaddwd leaves each lane one
+// sub-block's exact sum; vpmulld by the scales and a row's two lanes added give rows8_k45's
+// integer sums with no reduction across rows, in about half its instructions a super-block. The
+// mins (vpmaddwd of int16 pairs against the column's paired sub-block sums, q4k_min_pairs) and
+// the float steps as in rows8_k45: the same bits.
+template <int NC>
+void q4_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), k6 = _mm256_set1_epi8(0x3F), k2 = _mm256_set1_epi8(0x03);
+  const __m256i ones = _mm256_set1_epi16(1), even = _mm256_set1_epi32(0x00FF00FF);
+  __m256 acc[NC], accm[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;
+    // The eight rows' scales and mins of sub-blocks 0-3 and 4-7, one row per 32-bit lane, as
+    // Q4kScales unpacks them from the three scale planes.
+    const __m256i w0 = load32(unit + 32), w1 = load32(unit + 64), w2 = load32(unit + 96);
+    auto high_bits = [&](__m256i v) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), k2), 4); };
+    const __m256i sc[2] = {_mm256_and_si256(w0, k6), _mm256_or_si256(_mm256_and_si256(w2, m4), high_bits(w0))};
+    const __m256i mA = _mm256_and_si256(w1, k6);
+    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), m4), high_bits(w1));
+    // int16 pairs of mins (0, 2), (1, 3), (4, 6), (5, 7) per row.
+    const __m256i mins[4] = {_mm256_and_si256(mA, even), _mm256_and_si256(_mm256_srli_epi16(mA, 8), even),
+                             _mm256_and_si256(mB, even), _mm256_and_si256(_mm256_srli_epi16(mB, 8), even)};
+    __m256i R[2][NC];  // per half e, row 4e + r's integer sum in lane 2r
+    for (int e = 0; e < 2; ++e) {
+      __m256i S[NC];
+      for (int c = 0; c < NC; ++c) S[c] = _mm256_setzero_si256();
+      for (int m = 0; m < 2; ++m)
+        for (int h = 0; h < 2; ++h) {
+          // Lane 2r + b: row 4e + r's scale of sub-block 4m + 2b + h.
+          const __m256i E = _mm256_and_si256(_mm256_srli_epi16(sc[m], 8 * h), even);
+          const __m256i scv = _mm256_cvtepu16_epi32(e ? _mm256_extracti128_si256(E, 1) : _mm256_castsi256_si128(E));
+          __m256i P[NC];
+          for (int c = 0; c < NC; ++c) P[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) {
+            const __m256i W = load32(unit + 128 + 512 * m + 64 * k + 32 * e);
+            const __m256i N = _mm256_and_si256(h ? _mm256_srli_epi16(W, 4) : W, m4);
+            for (int c = 0; c < NC; ++c) {
+              int64_t v;
+              std::memcpy(&v, x.arranged.data() + (c0 + c) * K + s * QK_K + 64 * (2 * m + h) + 8 * k, 8);
+              P[c] = _mm256_add_epi16(P[c], _mm256_maddubs_epi16(N, _mm256_set1_epi64x(v)));
+            }
+          }
+          for (int c = 0; c < NC; ++c) S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(_mm256_madd_epi16(P[c], ones), scv));
+        }
+      for (int c = 0; c < NC; ++c) R[e][c] = _mm256_add_epi32(S[c], _mm256_srli_epi64(S[c], 32));
+    }
+    const __m256 d = _mm256_cvtph_ps(load16(unit)), dmin = _mm256_cvtph_ps(load16(unit + 16));
+    for (int c = 0; c < NC; ++c) {
+      // [rows 0, 1, 4, 5 | 2, 3, 6, 7] as 64-bit pairs, then in order.
+      const __m256 r = _mm256_shuffle_ps(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c]), _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256i T = _mm256_castpd_si256(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8));
+      const int64_t* p = x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s;
+      __m256i M = _mm256_setzero_si256();
+      for (int i = 0; i < 4; ++i)
+        M = _mm256_add_epi32(M, _mm256_madd_epi16(mins[i], _mm256_set1_epi32(static_cast<int32_t>(p[i]))));
+      const float dx = x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)];
+      acc[c] = fma_block(T, d, dx, acc[c]);
+      accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmin, _mm256_set1_ps(dx)), accm[c]);
     }
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
@@ -187,9 +243,9 @@ void rows8_q6_k(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
 }
 
-template <class B, bool kGrouped = false>
-constexpr Rows8Fn kK45[4] = {rows8_k45<B, kGrouped, 1>, rows8_k45<B, kGrouped, 2>, rows8_k45<B, kGrouped, 3>,
-                             rows8_k45<B, kGrouped, 4>};
+template <class B>
+constexpr Rows8Fn kK45[4] = {rows8_k45<B, 1>, rows8_k45<B, 2>, rows8_k45<B, 3>, rows8_k45<B, 4>};
+constexpr Rows8Fn kQ4KWords[4] = {q4_k_r8_words<1>, q4_k_r8_words<2>, q4_k_r8_words<3>, q4_k_r8_words<4>};
 constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_q6_k<4>};
 
 }  // namespace
@@ -197,7 +253,7 @@ constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_
 const Rows8Fn* kquant_kernels(DType t) {
   switch (t) {
     case DType::Q4_K: return kK45<block_q4_K>;
-    case cpu::Q4_K_R8: return kK45<block_q4_K, true>;
+    case cpu::Q4_K_R8: return kQ4KWords;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;
     default: return nullptr;
