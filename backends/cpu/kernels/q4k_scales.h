@@ -1,8 +1,9 @@
 // Q4_K/Q5_K's twelve scale bytes unpacked a 32-bit word at a time (sub-blocks 0-3 keep 6 bits in
 // bytes 0-3 / 4-7; 4-7 keep 4 bits in bytes 8-11 and their top 2 in the top bits of bytes 0-7).
-// Scalar on purpose: it runs on the integer ALUs, which the vector kernels leave idle (unpacking
-// the eight rows of a Q4_K_R8 super-block at once in vector registers measured slower). Plain
-// code, no intrinsics: shared by kernel files compiled for different targets.
+// Scalar on purpose: the file-layout kernels unpack one row at a time, on the integer ALUs that
+// the vector kernels leave idle (the Q4_K_R8 word kernels unpack a unit's eight rows at once in
+// vector registers, where the layout puts them in planes). Also the mins' activation pairs of the
+// word order. Plain code, no intrinsics: shared by kernel files compiled for different targets.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 // Fused decode kernels for the 32-value block types (AVX2): Q4_0 (also in its repacked layout
 // Q4_0_R8), Q4_1, IQ4_NL and MXFP4 two blocks per register, Q8_0, Q5_0 and Q5_1 one block per
-// register, Q8_0_R8 a word of eight rows' two blocks per register; eight rows per pass with one row per float lane
-// (qdirect_avx2.h), for up to four activation columns. Decode reads each weight byte once and
+// register, Q8_0_R8 one word of eight rows' two blocks per register; eight rows per pass with
+// one row per float lane (qdirect_avx2.h), for up to four activation columns. Decode reads each weight byte once and
 // writes nothing back, so it can run at memory speed. Also the entry points of qgemm.h for every
 // fused type (qdirect_supports, _max_cols, _prepare, _arrange, _rows, _dot), which pick the
 // AVX-512 kernels (qdirect_avx512.cpp) where the CPU has them; the K-quants are in

@@ -353,52 +353,42 @@ void k4_isum(uint64_t scales, const __m512i* code, const __m512i (*xs)[4], const
   }
 }
 
-// A Q4_K_R8 unit's mins of all eight rows, straight from its scale planes, and sum_j m_j sum_j(qx)
-// against one column's sub-block sums: four vpdpwssd of the mins, two per 32-bit lane.
-struct Q4kR8Mins {
-  __m256i mins[4];  // int16 pairs of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), one row per 32-bit lane
-  explicit Q4kR8Mins(const uint8_t* unit) {
-    const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
-    const __m256i even = _mm256_set1_epi32(0x00FF00FF);
-    // Mins of sub-blocks 0-3 (bytes of scale word 1) and 4-7 (word 2's high nibbles, word 1's top
-    // bits) for the eight rows, one row per 32-bit lane.
-    const __m256i w1 = ld32(unit + 64), w2 = ld32(unit + 96);
-    const __m256i mA = _mm256_and_si256(w1, k6);
-    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), k4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 6), k2), 4));
-    mins[0] = _mm256_and_si256(mA, even), mins[1] = _mm256_and_si256(_mm256_srli_epi16(mA, 8), even);
-    mins[2] = _mm256_and_si256(mB, even), mins[3] = _mm256_and_si256(_mm256_srli_epi16(mB, 8), even);
-  }
-  // p: q4k_min_pairs of one column's sums (arrange_words keeps them in QuantizedActs::arranged_init).
-  __m256i dot(const int64_t* p) const {
-    __m256i M = _mm256_setzero_si256();
-    for (int i = 0; i < 4; ++i) M = _mm256_dpwssd_epi32(M, mins[i], _mm256_set1_epi32(static_cast<int32_t>(p[i])));
-    return M;
-  }
-};
-
 // Q4_K_R8 (cpu/repacked.h), stored in word order: lane 2r + b of a unit's register (m, k) holds
 // word k of row r's code group 2m + b, whose low nibbles are sub-block 4m + 2b's codes 4k..4k+3
 // and high nibbles sub-block 4m + 2b + 1's. Against [sub-block 4m + h's word k | 4m + h + 2's]
 // (arrange_words), vpdpbusd leaves each lane one sub-block's exact sum after eight words; vpmulld
-// by the sub-block scales, the lanes of a row added; then the mins (Q4kR8Mins) and qgemm.h's
-// float steps, as every Q4_K kernel: the same bits. (Per row with vpmaddubsw and vpdpwssd, as k45
-// below, measured 1.44x slower at 8 columns even with the word order made in registers.)
-struct Q4kWordScales {
+// by the sub-block scales, the lanes of a row added; then the mins and qgemm.h's float steps, as
+// every Q4_K kernel: the same bits. (The per-row vpmaddubsw / vpdpwssd form k45 uses below ran
+// 1.44x slower at 8 columns than this kernel did with its word order still made in registers.)
+//
+// A unit's scales and mins of all eight rows, straight from its three scale planes (as Q4kScales
+// unpacks one row's): the scales in the kernel's lanes, the mins as int16 pairs for vpdpwssd.
+struct Q4kR8Planes {
   __m512i sc[2][2];  // [m][h]: lane 2r + b = row r's scale of sub-block 4m + 2b + h
-  explicit Q4kWordScales(const uint8_t* unit) {
+  __m256i mins[4];   // int16 pairs of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), one row per 32-bit lane
+  explicit Q4kR8Planes(const uint8_t* unit) {
     const __m256i k6 = _mm256_set1_epi8(0x3F), k4 = _mm256_set1_epi8(0x0F), k2 = _mm256_set1_epi8(0x03);
     const __m256i even = _mm256_set1_epi32(0x00FF00FF);
-    // Sub-blocks 0-3 (bytes of scale word 0) and 4-7 (word 2's low nibbles, word 0's top bits),
-    // one row per 32-bit lane, as Q4kScales unpacks them.
-    const __m256i w0 = ld32(unit + 32), w2 = ld32(unit + 96);
-    const __m256i S[2] = {_mm256_and_si256(w0, k6),
-                          _mm256_or_si256(_mm256_and_si256(w2, k4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(w0, 6), k2), 4))};
+    const __m256i w0 = ld32(unit + 32), w1 = ld32(unit + 64), w2 = ld32(unit + 96);
+    auto top = [&](__m256i v) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), k2), 4); };
+    // Sub-blocks 0-3 (the bytes of word 0 / 1) and 4-7 (word 2's low / high nibbles with word
+    // 0's / 1's top bits), one row per 32-bit lane.
+    const __m256i S[2] = {_mm256_and_si256(w0, k6), _mm256_or_si256(_mm256_and_si256(w2, k4), top(w0))};
+    const __m256i mA = _mm256_and_si256(w1, k6);
+    const __m256i mB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), k4), top(w1));
     for (int m = 0; m < 2; ++m) {
       sc[m][0] = _mm512_cvtepu16_epi32(_mm256_and_si256(S[m], even));
       sc[m][1] = _mm512_cvtepu16_epi32(_mm256_and_si256(_mm256_srli_epi16(S[m], 8), even));
     }
+    mins[0] = _mm256_and_si256(mA, even), mins[1] = _mm256_and_si256(_mm256_srli_epi16(mA, 8), even);
+    mins[2] = _mm256_and_si256(mB, even), mins[3] = _mm256_and_si256(_mm256_srli_epi16(mB, 8), even);
+  }
+  // sum_j m_j sum_j(qx) of each row: four vpdpwssd against p, q4k_min_pairs of one column's sums
+  // (arrange_words keeps them in QuantizedActs::arranged_init).
+  __m256i min_dot(const int64_t* p) const {
+    __m256i M = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) M = _mm256_dpwssd_epi32(M, mins[i], _mm256_set1_epi32(static_cast<int32_t>(p[i])));
+    return M;
   }
 };
 
@@ -411,7 +401,7 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* unit = w + s * cpu::kQ4_KR8UnitBytes;
     ahead<cpu::kQ4_KR8UnitBytes>(unit);
-    const Q4kWordScales sc(unit);
+    const Q4kR8Planes pl(unit);
     __m512i S[NC];
     for (int c = 0; c < NC; ++c) S[c] = _mm512_setzero_si512();
     for (int m = 0; m < 2; ++m) {
@@ -427,11 +417,10 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
             T0 = _mm512_dpbusd_epi32(T0, N[k], bcast64(a + 8 * k));
             T1 = _mm512_dpbusd_epi32(T1, N[k + 1], bcast64(a + 8 * k + 8));
           }
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(T0, T1), sc.sc[m][h]));
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(T0, T1), pl.sc[m][h]));
         }
       }
     }
-    const Q4kR8Mins mins(unit);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + 16)));
     for (int c = 0; c < NC; ++c) {
@@ -439,7 +428,7 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
       const __m256i T = _mm512_cvtepi64_epi32(_mm512_add_epi32(S[c], _mm512_srli_epi64(S[c], 32)));
       const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, dxv), acc[c]);
-      const __m256i M = mins.dot(x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s);
+      const __m256i M = pl.min_dot(x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s);
       accm[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmin, dxv), accm[c]);
     }
   }
@@ -448,9 +437,8 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
 
 // Q4_K and Q5_K in the file's layout, eight rows gathered: per row, the code products by
 // vpmaddubsw weighted by the sub-block scales with vpdpwssd (k4_isum), on the row's own 128 code
-// bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each
-// code register [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of
-// 16. The mins: the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2),
+// bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each code register
+// [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of 16. The mins: the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2),
 // (1, 3) and (4, 6), (5, 7) per 32-bit lane, and taken by vpdpwssd against the activations'
 // sub-block sums paired the same way.
 template <class B, int NC>
