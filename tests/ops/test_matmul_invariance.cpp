@@ -316,8 +316,8 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
           CAPTURE(avx512);
           const int64_t f = crossover(grouped), plain_f = crossover(plain);
           // 8 and 13: the AVX-512 kernels of the grouped layouts take up to 8 columns a call.
-          for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8}, int64_t{13}, plain_f, plain_f + 1,
-                            f, f + 1, f + 3}) {
+          for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8}, int64_t{13},
+                            plain_f, plain_f + 1, f, f + 1, f + 3}) {
             for (int threads : {1, 2, 3}) {
               CAPTURE(m);
               CAPTURE(threads);

@@ -19,7 +19,7 @@ const Rows8Fn* avx512_kernels(DType t);     // AVX-512 VNNI, qdirect_avx512.cpp 
 // How many kernels avx512_kernels(t) has (1 to n columns a call): 8 or 4.
 int avx512_cols_per_call(DType t);
 // Whether the AVX-512 kernels of type t read the activations in word order (x.arranged and
-// x.arranged_init; the AVX2 kernels of Q8_0_R8 do too).
+// x.arranged_init; the AVX2 kernels of Q8_0_R8 and Q4_K_R8, stored so, do too).
 bool avx512_word_order(DType t);
 // Columns [c0, c1) of x into the word order: per pair of blocks (2g, 2g+1), 64 bytes [2g's word k |
 // 2g+1's word k] for words k = 0..7 (codes 4k..4k+3), and the pair's starting values for the

@@ -302,8 +302,10 @@ void q8_0_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
       }
       for (int h = 0; h < 2; ++h) {
         const __m256i W = load32(unit + 32 + 64 * k + 32 * h), A = _mm256_sign_epi8(W, W);
-        for (int c = 0; c < NC; ++c)
-          T[c][h] = _mm256_add_epi32(T[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(A, _mm256_sign_epi8(xk[c], W)), ones));
+        for (int c = 0; c < NC; ++c) {
+          const __m256i p = _mm256_maddubs_epi16(A, _mm256_sign_epi8(xk[c], W));  // |w| times sign(x, w)
+          T[c][h] = _mm256_add_epi32(T[c][h], _mm256_madd_epi16(p, ones));
+        }
       }
     }
     // The scales [block u, rows 0-7] and [block u+1, rows 0-7] in lanes 2r + b of each half.

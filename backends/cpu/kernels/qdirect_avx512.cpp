@@ -438,9 +438,10 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
 // Q4_K and Q5_K in the file's layout, eight rows gathered: per row, the code products by
 // vpmaddubsw weighted by the sub-block scales with vpdpwssd (k4_isum), on the row's own 128 code
 // bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each code register
-// [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of 16. The mins: the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2),
-// (1, 3) and (4, 6), (5, 7) per 32-bit lane, and taken by vpdpwssd against the activations'
-// sub-block sums paired the same way.
+// [sub-block i | i + 2] takes bits i and i + 2 by one vptestmb and a masked add of 16. The mins:
+// the eight rows' min bytes, a row per qword, shuffled into int16 pairs (0, 2), (1, 3) and (4, 6),
+// (5, 7) per 32-bit lane, and taken by vpdpwssd against the activations' sub-block sums paired
+// the same way.
 template <class B, int NC>
 void k45(const uint8_t* w, int64_t rb, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   constexpr bool kFive = std::is_same_v<B, block_q5_K>;

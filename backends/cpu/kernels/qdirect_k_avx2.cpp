@@ -152,14 +152,16 @@ void q4_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
               P[c] = _mm256_add_epi16(P[c], _mm256_maddubs_epi16(N, _mm256_set1_epi64x(v)));
             }
           }
-          for (int c = 0; c < NC; ++c) S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(_mm256_madd_epi16(P[c], ones), scv));
+          for (int c = 0; c < NC; ++c)
+            S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(_mm256_madd_epi16(P[c], ones), scv));
         }
       for (int c = 0; c < NC; ++c) R[e][c] = _mm256_add_epi32(S[c], _mm256_srli_epi64(S[c], 32));
     }
     const __m256 d = _mm256_cvtph_ps(load16(unit)), dmin = _mm256_cvtph_ps(load16(unit + 16));
     for (int c = 0; c < NC; ++c) {
       // [rows 0, 1, 4, 5 | 2, 3, 6, 7] as 64-bit pairs, then in order.
-      const __m256 r = _mm256_shuffle_ps(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c]), _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 r =
+          _mm256_shuffle_ps(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c]), _MM_SHUFFLE(2, 0, 2, 0));
       const __m256i T = _mm256_castpd_si256(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8));
       const int64_t* p = x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s;
       __m256i M = _mm256_setzero_si256();
