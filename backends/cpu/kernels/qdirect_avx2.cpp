@@ -287,7 +287,6 @@ void q8_0_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
     dx[c] = x.dx.data() + (c0 + c) * (K / 32);
     acc[c][0] = acc[c][1] = _mm256_setzero_ps();
   }
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t g = 0; g < units; ++g) {
     const uint8_t* unit = w + g * cpu::kQ8_0R8UnitBytes;
     __m256i T[NC][2];
@@ -301,11 +300,8 @@ void q8_0_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
         xk[c] = _mm256_set1_epi64x(v);
       }
       for (int h = 0; h < 2; ++h) {
-        const __m256i W = load32(unit + 32 + 64 * k + 32 * h), A = _mm256_sign_epi8(W, W);
-        for (int c = 0; c < NC; ++c) {
-          const __m256i p = _mm256_maddubs_epi16(A, _mm256_sign_epi8(xk[c], W));  // |w| times sign(x, w)
-          T[c][h] = _mm256_add_epi32(T[c][h], _mm256_madd_epi16(p, ones));
-        }
+        const __m256i W = load32(unit + 32 + 64 * k + 32 * h);
+        for (int c = 0; c < NC; ++c) T[c][h] = _mm256_add_epi32(T[c][h], dot32<true>(W, xk[c]));
       }
     }
     // The scales [block u, rows 0-7] and [block u+1, rows 0-7] in lanes 2r + b of each half.
@@ -325,11 +321,7 @@ void q8_0_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
       }
     }
   }
-  for (int c = 0; c < NC; ++c) {
-    // [rows 0, 1, 4, 5 | 2, 3, 6, 7] as 64-bit pairs, then in order.
-    const __m256 r = _mm256_shuffle_ps(acc[c][0], acc[c][1], _MM_SHUFFLE(2, 0, 2, 0));
-    _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8)));
-  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, even_lanes(acc[c][0], acc[c][1]));
 }
 
 template <class F, class L = RowMajor<F>>

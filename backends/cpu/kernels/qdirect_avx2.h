@@ -76,6 +76,13 @@ class GroupPrefetch {
   int64_t slice_;
 };
 
+// The word-order kernels' results: rows 0-3 in the even lanes of lo, rows 4-7 in those of hi,
+// as one register in row order.
+inline __m256 even_lanes(__m256 lo, __m256 hi) {
+  const __m256 r = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // rows [0, 1, 4, 5 | 2, 3, 6, 7]
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8));
+}
+
 // acc += float(T) * (scales * dx): one scale block of eight rows, qgemm.h's step.
 inline __m256 fma_block(__m256i T, __m256 scales, float dx, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(scales, _mm256_set1_ps(dx)), acc);

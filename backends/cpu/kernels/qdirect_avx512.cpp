@@ -140,12 +140,12 @@ constexpr Idx16 kQ4Step1[2] = {make_idx([](int i) { return 16 * (i / 4 % 2) + 4 
                                make_idx([](int i) { return 16 * (i / 4 % 2) + 4 * (i % 4) + 2 + i / 8; })};
 constexpr Idx16 kQ4Step2[2] = {make_idx([](int i) { return 16 * (i / 8) + 0 + i % 8; }),
                                make_idx([](int i) { return 16 * (i / 8) + 8 + i % 8; })};
-// Lane 2i of the result from lane i of the source, lane 2i + 1 from lane 8 + i: two halves
-// (blocks u and u + 1) interleaved into lanes 2r + b.
-__m512i interleave_halves() { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
-
-// A unit's scales ([block u, rows 0-7 | block u + 1, rows 0-7]) in lanes 2r + b.
-__m512 word_scales(const uint8_t* unit) { return _mm512_permutexvar_ps(interleave_halves(), _mm512_cvtph_ps(ld32(unit))); }
+// A unit's scales ([block u, rows 0-7 | block u + 1, rows 0-7]) in lanes 2r + b: lane 2i from
+// lane i, lane 2i + 1 from lane 8 + i.
+__m512 word_scales(const uint8_t* unit) {
+  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  return _mm512_permutexvar_ps(order, _mm512_cvtph_ps(ld32(unit)));
+}
 
 __m512i bcast64(const int8_t* p) {
   int64_t v;

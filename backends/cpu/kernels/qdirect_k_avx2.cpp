@@ -116,7 +116,7 @@ template <int NC>
 void q4_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, nsb = K / QK_K;
   const __m256i m4 = _mm256_set1_epi8(0x0F), k6 = _mm256_set1_epi8(0x3F), k2 = _mm256_set1_epi8(0x03);
-  const __m256i ones = _mm256_set1_epi16(1), even = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i even = _mm256_set1_epi32(0x00FF00FF);
   __m256 acc[NC], accm[NC];
   for (int c = 0; c < NC; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
@@ -153,16 +153,13 @@ void q4_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
             }
           }
           for (int c = 0; c < NC; ++c)
-            S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(_mm256_madd_epi16(P[c], ones), scv));
+            S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(widen_pairs(P[c]), scv));
         }
       for (int c = 0; c < NC; ++c) R[e][c] = _mm256_add_epi32(S[c], _mm256_srli_epi64(S[c], 32));
     }
     const __m256 d = _mm256_cvtph_ps(load16(unit)), dmin = _mm256_cvtph_ps(load16(unit + 16));
     for (int c = 0; c < NC; ++c) {
-      // [rows 0, 1, 4, 5 | 2, 3, 6, 7] as 64-bit pairs, then in order.
-      const __m256 r =
-          _mm256_shuffle_ps(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c]), _MM_SHUFFLE(2, 0, 2, 0));
-      const __m256i T = _mm256_castpd_si256(_mm256_permute4x64_pd(_mm256_castps_pd(r), 0xD8));
+      const __m256i T = _mm256_castps_si256(even_lanes(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c])));
       const int64_t* p = x.arranged_init.data() + (c0 + c) * (K / 64) + 4 * s;
       __m256i M = _mm256_setzero_si256();
       for (int i = 0; i < 4; ++i)
