@@ -83,8 +83,10 @@ TEST_CASE("ATTENTION on the CPU: a token's bits do not depend on the batch, the 
       {DType::Q8_0, 64, 8, 2, 30, false, 0.0f}, {DType::Q4_0, 40, 16, 1, 0, true, 0.0f},
       {DType::F8_E4M3, 64, 8, 2, 0, false, 4.0f},
       // Groups of 2 and 3 (1-2 rows a kv head in a decode step: the microkernels' several-chain
-      // paths), heads of 128 and 80 (whole and partial runs of chains).
+      // paths), heads of 128 and 80 (whole and partial runs of chains), and of 40 (an F16 V row
+      // read in place ending in 8 values; K transposed 8 values at a time).
       {DType::F16, 128, 4, 2, 0, false, 0.0f}, {DType::F16, 80, 6, 2, 0, true, 0.0f},
+      {DType::F16, 40, 6, 2, 0, false, 0.0f},
   };
   std::vector<bool> isas = {false};
   if (cpu::has_avx512_vnni()) isas.push_back(true);

@@ -93,11 +93,13 @@ inline float load1(const void* p, int64_t i) {
 
 // The kernel works on tiles: up to kMaxTileTokens tokens of one sequence (they share its block
 // table) and some query heads of one kv head's group, the tile's "rows" (token-major). The
-// sequence's cells are taken kBC at a time: their K rows converted to F32 once and transposed
-// (kt[d][cell]), so that a row's 16 scores grow in vectors of FMAs along the head dimension with
-// no horizontal sums, for every row of the tile at once; V rows likewise, P·V as 16 output
+// sequence's cells are taken kBC at a time (two such blocks at a time for the scores): their K
+// rows converted to F32 once and transposed (kt[d][cell]), so that a row's 16 scores grow in
+// vectors of FMAs along the head dimension with no horizontal sums, for every row of the tile at
+// once; V rows likewise (an F16 cache's read in place, converted as they load), P·V as 16 output
 // values in registers per row (attention_tiles.h: the inner loops, AVX2 here, AVX-512 in
-// attention_avx512.cpp). Scores live in a per-tile buffer (the two-pass softmax below).
+// attention_avx512.cpp, with the softmax's row passes). Scores live in a per-tile buffer (the
+// two-pass softmax below).
 //
 // Every value a row computes goes through the same operations in the same order whatever the
 // tile holds, how the batch is cut into tiles, and how many cells past the token's reach its
@@ -115,6 +117,7 @@ using attn::kChain;
 constexpr int kMaxTileTokens = 32;            // tokens per tile
 constexpr int64_t kScoreBudget = 512 * 1024;  // floats of scores a tile keeps (2 MiB)
 constexpr int kRowBlock = 4;                  // rows per AVX2 microkernel call
+constexpr int32_t kPrefetchBlocks = 4;        // how far ahead the passes prefetch the cache
 
 using ConvertFn = void (*)(const void* row, int64_t e0, int64_t n, float* out);
 
@@ -258,15 +261,75 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t hdk, floa
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(s + r * lds, tot[r][0]), _mm256_storeu_ps(s + r * lds + 8, tot[r][1]);
 }
 
-void scores_avx2(const float* q, int64_t ldq, int64_t nr, const float* kt, int64_t hdk, float* s, int64_t lds) {
-  int64_t r = 0;
-  for (; r + kRowBlock <= nr; r += kRowBlock) scores_rows<kRowBlock, 1>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
-  for (; r + 2 <= nr; r += 2) scores_rows<2, 2>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
-  for (; r < nr; ++r) scores_rows<1, 4>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+void scores_avx2(const float* q, int64_t ldq, int64_t nr, const float* kt, int nb, int64_t hdk, float* s, int64_t lds) {
+  for (int b = 0; b < nb; ++b, kt += hdk * kBC, s += kBC) {  // a block at a time: 16 registers hold no more
+    int64_t r = 0;
+    for (; r + kRowBlock <= nr; r += kRowBlock) scores_rows<kRowBlock, 1>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+    for (; r + 2 <= nr; r += 2) scores_rows<2, 2>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+    for (; r < nr; ++r) scores_rows<1, 4>(q + r * ldq, ldq, kt, hdk, s + r * lds, lds);
+  }
 }
 
-template <int NR, int DC>
-void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o, int64_t ldo, int64_t hdv8) {
+void mask_max_avx2(float* s, int64_t lds, int64_t nr, int nb, const uint32_t* tmask, int64_t rows_per_head,
+                   int64_t heads, float scale, float* mx) {
+  const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < nr; ++r) {
+    const uint32_t m = tmask[r % rows_per_head / heads];
+    float* sr = s + r * lds;
+    __m256 top = _mm256_loadu_ps(mx + r * 16);
+    for (int h = 0; h < 2 * nb; ++h) {
+      // Lane l of this half: bit 8h + l of the mask, as a sign bit.
+      const __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int32_t>(m >> (8 * h))),
+                                            _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24));
+      const __m256 v = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(sr + 8 * h), vs), _mm256_castsi256_ps(bit));
+      _mm256_storeu_ps(sr + 8 * h, v);
+      top = _mm256_max_ps(top, v);
+    }
+    _mm256_storeu_ps(mx + r * 16, top);
+  }
+}
+
+void exp_row_avx2(float* s, int32_t nblk, const uint32_t* any, float mx, float* sum8) {
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 sum = _mm256_setzero_ps();
+  for (int32_t bk = 0; bk < nblk; ++bk) {
+    if (!any[bk]) continue;
+    for (int h = 0; h < kBC; h += 8) {
+      const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + bk * kBC + h), vmx));
+      _mm256_storeu_ps(s + bk * kBC + h, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+  }
+  _mm256_storeu_ps(sum8, sum);
+}
+
+void norm_row_avx2(float* s, int32_t nblk, const uint32_t* any, float inv, bool round) {
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (int32_t bk = 0; bk < nblk; ++bk) {
+    if (!any[bk]) continue;
+    for (int h = 0; h < kBC; h += 8) {
+      __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + bk * kBC + h), vinv);
+      if (round) p = _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm256_storeu_ps(s + bk * kBC + h, p);
+    }
+  }
+}
+
+// V rows as F32 (vb: row j at vb + j * ldv) or F16 (rows[j], converted on load), 8 values from d.
+struct F32Rows {
+  const float* vb;
+  int64_t ldv;
+  __m256 load(int j, int64_t d) const { return _mm256_loadu_ps(vb + j * ldv + d); }
+};
+struct F16Rows {
+  const uint16_t* const* rows;
+  __m256 load(int j, int64_t d) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + d)));
+  }
+};
+
+template <int NR, int DC, class V>
+void pv_rows(const float* p, int64_t lds, const V& vb, float* o, int64_t ldo, int64_t hdv8) {
   int64_t d0 = 0;
   for (; d0 + 16 * DC <= hdv8; d0 += 16 * DC) {
     __m256 a[NR][2 * DC];
@@ -274,7 +337,7 @@ void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o
       for (int c = 0; c < 2 * DC; ++c) a[r][c] = _mm256_loadu_ps(o + r * ldo + d0 + 8 * c);
     for (int j = 0; j < kBC; ++j) {
       __m256 v[2 * DC];
-      for (int c = 0; c < 2 * DC; ++c) v[c] = _mm256_loadu_ps(vb + j * ldv + d0 + 8 * c);
+      for (int c = 0; c < 2 * DC; ++c) v[c] = vb.load(j, d0 + 8 * c);
       for (int r = 0; r < NR; ++r) {
         const __m256 pb = _mm256_broadcast_ss(p + r * lds + j);
         for (int c = 0; c < 2 * DC; ++c) a[r][c] = _mm256_fmadd_ps(pb, v[c], a[r][c]);
@@ -288,7 +351,7 @@ void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o
     for (int r = 0; r < NR; ++r)
       a[r][0] = _mm256_loadu_ps(o + r * ldo + d0), a[r][1] = _mm256_loadu_ps(o + r * ldo + d0 + 8);
     for (int j = 0; j < kBC; ++j) {
-      const __m256 v0 = _mm256_loadu_ps(vb + j * ldv + d0), v1 = _mm256_loadu_ps(vb + j * ldv + d0 + 8);
+      const __m256 v0 = vb.load(j, d0), v1 = vb.load(j, d0 + 8);
       for (int r = 0; r < NR; ++r) {
         const __m256 pb = _mm256_broadcast_ss(p + r * lds + j);
         a[r][0] = _mm256_fmadd_ps(pb, v0, a[r][0]);
@@ -302,22 +365,32 @@ void pv_rows(const float* p, int64_t lds, const float* vb, int64_t ldv, float* o
     __m256 a[NR];
     for (int r = 0; r < NR; ++r) a[r] = _mm256_loadu_ps(o + r * ldo + d0);
     for (int j = 0; j < kBC; ++j) {
-      const __m256 v0 = _mm256_loadu_ps(vb + j * ldv + d0);
+      const __m256 v0 = vb.load(j, d0);
       for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * lds + j), v0, a[r]);
     }
     for (int r = 0; r < NR; ++r) _mm256_storeu_ps(o + r * ldo + d0, a[r]);
   }
 }
 
-void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
-             int64_t hdv8) {
+template <class V>
+void pv_any(const float* p, int64_t lds, int64_t nr, const V& vb, float* o, int64_t ldo, int64_t hdv8) {
   int64_t r = 0;
-  for (; r + kRowBlock <= nr; r += kRowBlock) pv_rows<kRowBlock, 1>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
-  for (; r + 2 <= nr; r += 2) pv_rows<2, 2>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
-  for (; r < nr; ++r) pv_rows<1, 4>(p + r * lds, lds, vb, ldv, o + r * ldo, ldo, hdv8);
+  for (; r + kRowBlock <= nr; r += kRowBlock) pv_rows<kRowBlock, 1>(p + r * lds, lds, vb, o + r * ldo, ldo, hdv8);
+  for (; r + 2 <= nr; r += 2) pv_rows<2, 2>(p + r * lds, lds, vb, o + r * ldo, ldo, hdv8);
+  for (; r < nr; ++r) pv_rows<1, 4>(p + r * lds, lds, vb, o + r * ldo, ldo, hdv8);
 }
 
-const attn::Microkernels kAvx2{scores_avx2, pv_avx2};
+void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
+             int64_t hdv8) {
+  pv_any(p, lds, nr, F32Rows{vb, ldv}, o, ldo, hdv8);
+}
+
+void pv_f16_avx2(const float* p, int64_t lds, int64_t nr, const uint16_t* const* vrows, float* o, int64_t ldo,
+                 int64_t hdv8) {
+  pv_any(p, lds, nr, F16Rows{vrows}, o, ldo, hdv8);
+}
+
+const attn::Microkernels kAvx2{scores_avx2, mask_max_avx2, exp_row_avx2, norm_row_avx2, pv_avx2, pv_f16_avx2, nullptr};
 
 // A tile: tokens [t0, t1) of one sequence, kv heads [kv0, kv1), and query heads [g0, g1) of
 // each one's group (the group's own indices). Its rows: kv head by kv head, then token, then
@@ -329,6 +402,7 @@ struct Tile {
 
 struct Scratch {
   std::vector<float> q, s, kt, vb, o, mxv;
+  std::vector<uint16_t> zeros;  // an F16 V row of zeros, for the cells no row of the tile sees
   std::vector<int32_t> cells, cpos;
   std::vector<uint32_t> any;  // per block: the cells some token of the tile sees
 };
@@ -341,6 +415,7 @@ struct TileKernel {
   KBlockFn k_block;
   ConvertFn conv_v;
   bool round_q, round_p;
+  bool k_is_f16, v_f16;  // an F16 K cache; an F16 V cache read in place (heads a multiple of 8)
   int64_t hd_k, hd_v, hdk8, hdv8, group;
   float scale, softcap;
   int32_t window;
@@ -360,105 +435,132 @@ struct TileKernel {
     w.s.resize(static_cast<size_t>(R * lds));
     w.o.assign(static_cast<size_t>(R * hdv8), 0.0f);
     w.cells.resize(static_cast<size_t>(nc));
-    w.kt.resize(static_cast<size_t>(hdk8 * kBC));
+    w.kt.resize(static_cast<size_t>(2 * hdk8 * kBC));
     w.vb.resize(static_cast<size_t>(kBC * hdv8));
+    w.zeros.assign(static_cast<size_t>(hdv8), 0);
+    // An F16 K cache whose heads are whole vectors of 16 is transposed by the ISA's own loop.
+    const attn::KF16Fn k_f16 = k_is_f16 && hd_k % 16 == 0 ? mk.k_f16 : nullptr;
     b.for_each_cell(tl.t0, [&](int32_t i, int32_t c) { w.cells[static_cast<size_t>(i)] = c; });
     for (int64_t r = 0; r < R; ++r) {
       const float* qp = q->f32(head_of(r), tl.t0 + r % RH / nh);
       float* qr = w.q.data() + r * hdk8;
-      for (int64_t d = 0; d < hd_k; ++d) qr[d] = round_q ? round_fp16(qp[d]) : qp[d];
+      if (!round_q) {
+        std::copy(qp, qp + hd_k, qr);
+        continue;
+      }
+      int64_t d = 0;  // F16-rounded: F16C's conversion rounds to nearest even, as round_fp16 does
+      for (; d + 8 <= hd_k; d += 8)
+        _mm256_storeu_ps(qr + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(qp + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+      for (; d < hd_k; ++d) qr[d] = round_fp16(qp[d]);
     }
-    // Pass 1: the scores, masked to -inf where a row's token cannot see the cell. A token's
-    // visible cells of a block as lane masks: a cell position p (-1: empty, as past the table's
-    // end) is seen from position tp when 0 <= p <= tp and, with a window W, p > tp - W.
-    const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), vscale = _mm256_set1_ps(scale);
-    w.cpos.resize(static_cast<size_t>(lds));
+    // Pass 1: the scores, masked to -inf where a row's token cannot see the cell, two blocks at a
+    // time (the AVX-512 loops reuse each query value for both). A token's visible cells of the
+    // pair as a bit mask: a cell position p (-1: empty, as past the table's end) is seen from
+    // position tp when 0 <= p <= tp and, with a window W, p > tp - W. A block no token sees is
+    // skipped here and in every pass after.
+    w.cpos.resize(static_cast<size_t>(lds));  // a pair may take the block past the last (empty cells)
     for (int64_t i = 0; i < lds; ++i) w.cpos[static_cast<size_t>(i)] = i < nc ? b.cell_pos[w.cells[static_cast<size_t>(i)]] : -1;
-    w.any.assign(static_cast<size_t>(nblk), 0);
-    w.mxv.assign(static_cast<size_t>(R * 8), -std::numeric_limits<float>::infinity());
-    __m256 vm[kMaxTileTokens][2];
-    for (int32_t bk = 0; bk < nblk; ++bk) {
+    w.any.assign(static_cast<size_t>(nblk + 1), 0);
+    w.mxv.assign(static_cast<size_t>(R * 16), -std::numeric_limits<float>::infinity());
+    uint32_t tmask[kMaxTileTokens];
+    // The K (pass 1) and V (pass 2) bytes of the tile's kv heads in the cells kPrefetchBlocks
+    // blocks ahead, asked for before they are needed: at depth a decode step's blocks come from
+    // DRAM, and the hardware prefetcher alone left the loops waiting on them.
+    int32_t tp_max = -1;
+    for (int32_t t = tl.t0; t < tl.t1; ++t) tp_max = std::max(tp_max, b.token_pos[t]);
+    auto prefetch = [&](const Tensor* t, int64_t hd, int32_t i0) {
+      const int32_t ahead = i0 + kPrefetchBlocks * kBC;
+      if (ahead >= nc || w.cpos[static_cast<size_t>(ahead)] > tp_max) return;  // (a prompt's later blocks: unseen)
+      const int64_t b0 = static_cast<int64_t>(dtype_row_size(t->type, tl.kv0 * hd)) & ~int64_t{63},
+                    b1 = static_cast<int64_t>(dtype_row_size(t->type, tl.kv1 * hd));
+      for (int32_t i = ahead, e = std::min(i + 2 * kBC, nc); i < e; ++i) {
+        const uint8_t* r = t->row(w.cells[static_cast<size_t>(i)]);
+        for (int64_t o = b0; o < b1; o += 64) _mm_prefetch(reinterpret_cast<const char*>(r + o), _MM_HINT_T0);
+      }
+    };
+    for (int32_t bk = 0; bk < nblk; bk += 2) {
       const int32_t i0 = bk * kBC;
       uint32_t any = 0;
+      prefetch(kc, hd_k, i0);
       for (int64_t ti = 0; ti < nt; ++ti) {
         const int32_t tp = b.token_pos[tl.t0 + ti];
         const __m256i lo = _mm256_set1_epi32(window > 0 ? std::max(-1, tp - window) : -1), hi = _mm256_set1_epi32(tp + 1);
-        for (int h = 0; h < 2; ++h) {
+        uint32_t m = 0;
+        for (int h = 0; h < 4; ++h) {
           const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.cpos.data() + i0 + 8 * h));
-          vm[ti][h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(p, lo), _mm256_cmpgt_epi32(hi, p)));
-          any |= static_cast<uint32_t>(_mm256_movemask_ps(vm[ti][h])) << (8 * h);
+          const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(p, lo), _mm256_cmpgt_epi32(hi, p));
+          m |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(in))) << (8 * h);
         }
+        tmask[ti] = m;
+        any |= m;
       }
-      w.any[static_cast<size_t>(bk)] = any;
-      float* sblk = w.s.data() + i0;
-      if (!any) {
-        for (int64_t r = 0; r < R; ++r) _mm256_storeu_ps(sblk + r * lds, ninf), _mm256_storeu_ps(sblk + r * lds + 8, ninf);
-        continue;
-      }
-      // K rows of the visible cells (the others read the first one's: their scores are masked),
-      // transposed to kt[d][j].
-      const void* rows[kBC];
-      const void* seen = kc->row(w.cells[static_cast<size_t>(i0 + __builtin_ctz(any))]);
-      for (int j = 0; j < kBC; ++j) rows[j] = any >> j & 1 ? kc->row(w.cells[static_cast<size_t>(i0 + j)]) : seen;
+      w.any[static_cast<size_t>(bk)] = any & 0xFFFF;
+      w.any[static_cast<size_t>(bk + 1)] = any >> 16;
+      if (!any) continue;
+      // The pair's visible blocks (one, or both), their K rows (a cell no token sees reads the
+      // block's first seen one: its scores are masked), transposed to kt[b][d][j].
+      const int first = any & 0xFFFF ? 0 : 1, nb = (any & 0xFFFF) && (any >> 16) ? 2 : 1;
+      for (int64_t ti = 0; ti < nt; ++ti) tmask[ti] >>= kBC * first;
+      float* sblk = w.s.data() + i0 + kBC * first;
       for (int64_t kv = 0; kv < nkv; ++kv) {
-        k_block(rows, (tl.kv0 + kv) * hd_k, hd_k, hdk8, w.kt.data());
-        mk.scores(w.q.data() + kv * RH * hdk8, hdk8, RH, w.kt.data(), hdk8, sblk + kv * RH * lds, lds);
-      }
-      for (int64_t r = 0; r < R; ++r) {  // scale or soft-cap, mask, and the row's running max (in lanes)
-        const __m256* m = vm[r % RH / nh];
-        __m256 v[2];
-        for (int h = 0; h < 2; ++h) {
-          float* f = sblk + r * lds + 8 * h;
-          if (softcap > 0) {
-            for (int j = 0; j < 8; ++j) f[j] = softcap * std::tanh(f[j] * scale / softcap);
-            v[h] = _mm256_loadu_ps(f);
+        for (int bb = 0; bb < nb; ++bb) {
+          const int32_t c0 = i0 + kBC * (first + bb);
+          const uint32_t seen = any >> (kBC * (first + bb)) & 0xFFFF;
+          const void* rows[kBC];
+          const void* fallback = kc->row(w.cells[static_cast<size_t>(c0 + __builtin_ctz(seen))]);
+          for (int j = 0; j < kBC; ++j) rows[j] = seen >> j & 1 ? kc->row(w.cells[static_cast<size_t>(c0 + j)]) : fallback;
+          float* kt = w.kt.data() + bb * hdk8 * kBC;
+          if (k_f16) {
+            const uint16_t* krows[kBC];
+            for (int j = 0; j < kBC; ++j) krows[j] = static_cast<const uint16_t*>(rows[j]) + (tl.kv0 + kv) * hd_k;
+            k_f16(krows, hd_k, kt);
           } else {
-            v[h] = _mm256_mul_ps(_mm256_loadu_ps(f), vscale);
+            k_block(rows, (tl.kv0 + kv) * hd_k, hd_k, hdk8, kt);
           }
-          v[h] = _mm256_blendv_ps(ninf, v[h], m[h]);
-          _mm256_storeu_ps(f, v[h]);
         }
-        float* mx = w.mxv.data() + r * 8;
-        _mm256_storeu_ps(mx, _mm256_max_ps(_mm256_loadu_ps(mx), _mm256_max_ps(v[0], v[1])));
+        mk.scores(w.q.data() + kv * RH * hdk8, hdk8, RH, w.kt.data(), nb, hdk8, sblk + kv * RH * lds, lds);
       }
+      if (softcap > 0)
+        for (int64_t r = 0; r < R; ++r)
+          for (int j = 0; j < nb * kBC; ++j) {
+            float& f = sblk[r * lds + j];
+            f = softcap * std::tanh(f * scale / softcap);
+          }
+      // Scale (already done by the soft-cap: times 1 is exact), mask, and each row's running max.
+      mk.mask_max(sblk, lds, R, nb, tmask, RH, nh, softcap > 0 ? 1.0f : scale, w.mxv.data());
     }
     // Softmax: exp(s - max) (the sink joins the max and the sum), the sum in lanes by cell index,
     // then p = e / sum, F16-rounded for a non-F32 V cache.
     for (int64_t r = 0; r < R; ++r) {
       float* sr = w.s.data() + r * lds;
       const float sink = sinks ? sinks[head_of(r)] : -std::numeric_limits<float>::infinity();
-      const float mx = std::max(hmax(_mm256_loadu_ps(w.mxv.data() + r * 8)), sink);
+      const float* mr = w.mxv.data() + r * 16;
+      const float mx = std::max(hmax(_mm256_max_ps(_mm256_loadu_ps(mr), _mm256_loadu_ps(mr + 8))), sink);
       if (mx == -std::numeric_limits<float>::infinity()) {  // nothing visible, no sink: zeros
         std::fill(sr, sr + lds, 0.0f);
         continue;
       }
-      const __m256 vmx = _mm256_set1_ps(mx);
-      __m256 vsum = _mm256_setzero_ps();
-      for (int32_t bk = 0; bk < nblk; ++bk) {
-        if (!w.any[static_cast<size_t>(bk)]) continue;
-        for (int h = 0; h < kBC; h += 8) {
-          const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sr + bk * kBC + h), vmx));
-          _mm256_storeu_ps(sr + bk * kBC + h, e);
-          vsum = _mm256_add_ps(vsum, e);
-        }
-      }
-      const float sum = hsum(vsum) + (sinks ? std::exp(sink - mx) : 0.0f);
-      const __m256 inv = _mm256_set1_ps(sum > 0 ? 1.0f / sum : 0.0f);
-      for (int32_t bk = 0; bk < nblk; ++bk) {
-        if (!w.any[static_cast<size_t>(bk)]) continue;
-        for (int h = 0; h < kBC; h += 8) {
-          __m256 p = _mm256_mul_ps(_mm256_loadu_ps(sr + bk * kBC + h), inv);
-          if (round_p) p = _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-          _mm256_storeu_ps(sr + bk * kBC + h, p);
-        }
-      }
+      alignas(32) float sum8[8];
+      mk.exp(sr, nblk, w.any.data(), mx, sum8);
+      const float sum = hsum(_mm256_load_ps(sum8)) + (sinks ? std::exp(sink - mx) : 0.0f);
+      mk.norm(sr, nblk, w.any.data(), sum > 0 ? 1.0f / sum : 0.0f, round_p);
     }
     // Pass 2: O += P V over the blocks some row can see.
     for (int32_t bk = 0; bk < nblk; ++bk) {
       const uint32_t any = w.any[static_cast<size_t>(bk)];
       if (!any) continue;
       const int32_t i0 = bk * kBC;
+      if (bk % 2 == 0) prefetch(vc, hd_v, i0);  // a pair of blocks at a time, as pass 1
       for (int64_t kv = 0; kv < nkv; ++kv) {
+        if (v_f16) {  // V straight from the cache (a cell no row sees: zeros)
+          const uint16_t* vrows[kBC];
+          for (int j = 0; j < kBC; ++j)
+            vrows[j] = any >> j & 1 ? reinterpret_cast<const uint16_t*>(vc->row(w.cells[static_cast<size_t>(i0 + j)])) +
+                                          (tl.kv0 + kv) * hd_v
+                                    : w.zeros.data();
+          mk.pv_f16(w.s.data() + kv * RH * lds + i0, lds, RH, vrows, w.o.data() + kv * RH * hdv8, hdv8, hdv8);
+          continue;
+        }
         for (int j = 0; j < kBC; ++j) {
           float* v = w.vb.data() + j * hdv8;
           if (any >> j & 1) {
@@ -565,6 +667,8 @@ void attention(const Node& n, ThreadPool& pool) {
                      .conv_v = readers(vt).rows,
                      .round_q = kt != kF32,
                      .round_p = vt != kF32,
+                     .k_is_f16 = kt == kF16,
+                     .v_f16 = vt == kF16 && hd_v % 8 == 0,
                      .hd_k = hd_k,
                      .hd_v = hd_v,
                      .hdk8 = round8(hd_k),

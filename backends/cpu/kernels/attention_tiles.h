@@ -1,8 +1,10 @@
 // The inner loops of the CPU's tiled ATTENTION (attention_avx2.cpp drives them): scores of a
-// tile's query rows against a block of kBC cells, and P·V over such a block. AVX2 versions there,
-// AVX-512 versions in attention_avx512.cpp. Both do the same arithmetic per value (a score: FMA
-// chains over kChain dimensions each, summed in order; an output value: one FMA chain over the
-// block's cells in order), so they give the same bits and a tile may take either.
+// tile's query rows against one or two blocks of kBC cells, their scale, mask and running max,
+// the softmax's exponentials and normalisation over a row, and P·V over a block. AVX2 versions
+// there, AVX-512 versions in attention_avx512.cpp. Both do the same arithmetic per value (a
+// score: FMA chains over kChain dimensions each, summed in order; a row's sum of exponentials:
+// eight lanes by cell index, each block's cells 0-7 then 8-15; an output value: one FMA chain
+// over the block's cells in order), so they give the same bits and a tile may take either.
 #pragma once
 #include <cstdint>
 
@@ -11,20 +13,44 @@ namespace kestrel::cpu::attn {
 constexpr int kBC = 16;          // cells per block
 constexpr int64_t kChain = 16;   // dimensions per FMA chain of a score
 
-// s[r * lds + j] = q_r . k_j for rows r < nr (q_r at q + r * ldq, hdk values, a multiple of 8,
-// zero-padded) and the block's cells j < kBC, K transposed: kt[d * kBC + j].
-using ScoresFn = void (*)(const float* q, int64_t ldq, int64_t nr, const float* kt, int64_t hdk, float* s,
+// s[r * lds + b * kBC + j] = q_r . k_bj for rows r < nr (q_r at q + r * ldq, hdk values, a
+// multiple of 8, zero-padded), blocks b < nb (1 or 2) and cells j < kBC, K transposed: block b's
+// kt[b * hdk * kBC + d * kBC + j].
+using ScoresFn = void (*)(const float* q, int64_t ldq, int64_t nr, const float* kt, int nb, int64_t hdk, float* s,
                           int64_t lds);
+// For rows r < nr and cells j < nb * kBC of s (row r at s + r * lds): s = s * scale where bit j
+// of row r's mask is set, -inf where not; then mx[r * 16 + l] = max(itself, those values) for
+// some lanes l (which lane takes which value is the ISA's: a max is exact in any order). Row r's
+// mask is tmask[r % rows_per_head / heads] (rows run kv head, token, query head).
+using MaskMaxFn = void (*)(float* s, int64_t lds, int64_t nr, int nb, const uint32_t* tmask, int64_t rows_per_head,
+                           int64_t heads, float scale, float* mx);
+// A row's exponentials: s = exp(s - mx) in place over the blocks b < nblk with any[b] != 0 (the
+// others untouched), and sum8[l] = the sum of those of cell index l mod 8, in cell order.
+using ExpFn = void (*)(float* s, int32_t nblk, const uint32_t* any, float mx, float* sum8);
+// s *= inv over the same blocks, then F16-rounded when round.
+using NormFn = void (*)(float* s, int32_t nblk, const uint32_t* any, float inv, bool round);
 // o[r * ldo + d] += sum over j < kBC, in order, of p[r * lds + j] * vb[j * ldv + d], for rows
 // r < nr and d < hdv8 (a multiple of 8).
 using PvFn = void (*)(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
                       int64_t hdv8);
+// The same with V read straight from an F16 cache: vb[j * ldv + d] is vrows[j][d] (converting an
+// F16 value to F32 is exact, so the same bits as converting the rows first).
+using PvF16Fn = void (*)(const float* p, int64_t lds, int64_t nr, const uint16_t* const* vrows, float* o, int64_t ldo,
+                         int64_t hdv8);
+// A block's K rows from an F16 cache, transposed: kt[d * kBC + j] = krows[j][d] for d < hd (a
+// multiple of 16).
+using KF16Fn = void (*)(const uint16_t* const* krows, int64_t hd, float* kt);
 
 struct Microkernels {
   ScoresFn scores;
+  MaskMaxFn mask_max;
+  ExpFn exp;
+  NormFn norm;
   PvFn pv;
+  PvF16Fn pv_f16;
+  KF16Fn k_f16;  // nullptr: the caller's own transposition
 };
-// The AVX-512 pair (F/VL), or nullptr where the compiler did not build it.
+// The AVX-512 set (F/VL), or nullptr where the compiler did not build it.
 const Microkernels* avx512_microkernels();
 
 }  // namespace kestrel::cpu::attn
