@@ -450,7 +450,8 @@ struct TileKernel {
       }
       int64_t d = 0;  // F16-rounded: F16C's conversion rounds to nearest even, as round_fp16 does
       for (; d + 8 <= hd_k; d += 8)
-        _mm256_storeu_ps(qr + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(qp + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        _mm256_storeu_ps(qr + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(qp + d),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
       for (; d < hd_k; ++d) qr[d] = round_fp16(qp[d]);
     }
     // Pass 1: the scores, masked to -inf where a row's token cannot see the cell, two blocks at a
@@ -508,7 +509,8 @@ struct TileKernel {
           const uint32_t seen = any >> (kBC * (first + bb)) & 0xFFFF;
           const void* rows[kBC];
           const void* fallback = kc->row(w.cells[static_cast<size_t>(c0 + __builtin_ctz(seen))]);
-          for (int j = 0; j < kBC; ++j) rows[j] = seen >> j & 1 ? kc->row(w.cells[static_cast<size_t>(c0 + j)]) : fallback;
+          for (int j = 0; j < kBC; ++j)
+            rows[j] = seen >> j & 1 ? kc->row(w.cells[static_cast<size_t>(c0 + j)]) : fallback;
           float* kt = w.kt.data() + bb * hdk8 * kBC;
           if (k_f16) {
             const uint16_t* krows[kBC];

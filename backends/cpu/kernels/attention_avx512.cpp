@@ -92,7 +92,8 @@ void mask_max(float* s, int64_t lds, int64_t nr, int nb, const uint32_t* tmask, 
     float* sr = s + r * lds;
     __m512 top = _mm512_loadu_ps(mx + r * 16);
     for (int b = 0; b < nb; ++b) {
-      const __m512 v = _mm512_mask_mul_ps(ninf, static_cast<__mmask16>(m >> (16 * b)), _mm512_loadu_ps(sr + b * kBC), vs);
+      const __mmask16 seen = static_cast<__mmask16>(m >> (16 * b));
+      const __m512 v = _mm512_mask_mul_ps(ninf, seen, _mm512_loadu_ps(sr + b * kBC), vs);
       _mm512_storeu_ps(sr + b * kBC, v);
       top = _mm512_max_ps(top, v);
     }
