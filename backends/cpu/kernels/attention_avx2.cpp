@@ -118,6 +118,7 @@ constexpr int kMaxTileTokens = 32;            // tokens per tile
 constexpr int64_t kScoreBudget = 512 * 1024;  // floats of scores a tile keeps (2 MiB)
 constexpr int kRowBlock = 4;                  // rows per AVX2 microkernel call
 constexpr int32_t kPrefetchBlocks = 4;        // how far ahead the passes prefetch the cache
+constexpr int64_t kQ8InPlaceRows = 8;         // P·V reads a Q8_0 V cache in place up to this many rows
 
 using ConvertFn = void (*)(const void* row, int64_t e0, int64_t n, float* out);
 
@@ -315,17 +316,18 @@ void norm_row_avx2(float* s, int32_t nblk, const uint32_t* any, float inv, bool 
   }
 }
 
-// V rows as F32 (vb: row j at vb + j * ldv) or F16 (rows[j], converted on load), 8 values from d.
+// V rows as F32 (vb: row j at vb + j * ldv), F16 or Q8_0 (rows[j] from element e0, a multiple
+// of 8 for Q8_0: load8), 8 values from d.
 struct F32Rows {
   const float* vb;
   int64_t ldv;
   __m256 load(int j, int64_t d) const { return _mm256_loadu_ps(vb + j * ldv + d); }
 };
-struct F16Rows {
-  const uint16_t* const* rows;
-  __m256 load(int j, int64_t d) const {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + d)));
-  }
+template <int kT>
+struct CacheRows {
+  const void* const* rows;
+  int64_t e0;
+  __m256 load(int j, int64_t d) const { return load8<kT>(rows[j], e0 + d); }
 };
 
 template <int NR, int DC, class V>
@@ -385,12 +387,16 @@ void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t l
   pv_any(p, lds, nr, F32Rows{vb, ldv}, o, ldo, hdv8);
 }
 
-void pv_f16_avx2(const float* p, int64_t lds, int64_t nr, const uint16_t* const* vrows, float* o, int64_t ldo,
-                 int64_t hdv8) {
-  pv_any(p, lds, nr, F16Rows{vrows}, o, ldo, hdv8);
+void pv_cache_avx2(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, attn::InPlace t,
+                   float* o, int64_t ldo, int64_t hdv8) {
+  if (t == attn::InPlace::Q8_0)
+    pv_any(p, lds, nr, CacheRows<kQ8>{vrows, e0}, o, ldo, hdv8);
+  else
+    pv_any(p, lds, nr, CacheRows<kF16>{vrows, e0}, o, ldo, hdv8);
 }
 
-const attn::Microkernels kAvx2{scores_avx2, mask_max_avx2, exp_row_avx2, norm_row_avx2, pv_avx2, pv_f16_avx2, nullptr};
+const attn::Microkernels kAvx2{scores_avx2,   mask_max_avx2, exp_row_avx2, norm_row_avx2,
+                               pv_avx2,       pv_cache_avx2, nullptr};
 
 // A tile: tokens [t0, t1) of one sequence, kv heads [kv0, kv1), and query heads [g0, g1) of
 // each one's group (the group's own indices). Its rows: kv head by kv head, then token, then
@@ -402,7 +408,7 @@ struct Tile {
 
 struct Scratch {
   std::vector<float> q, s, kt, vb, o, mxv;
-  std::vector<uint16_t> zeros;  // an F16 V row of zeros, for the cells no row of the tile sees
+  std::vector<uint8_t> zeros;  // a V row of zero bytes (0 in F16 and Q8_0), for the cells no row of the tile sees
   std::vector<int32_t> cells, cpos;
   std::vector<uint32_t> any;  // per block: the cells some token of the tile sees
 };
@@ -415,7 +421,10 @@ struct TileKernel {
   KBlockFn k_block;
   ConvertFn conv_v;
   bool round_q, round_p;
-  bool k_is_f16, v_f16;  // an F16 K cache; an F16 V cache read in place (heads a multiple of 8)
+  // The K and V caches when read in place (F16 or Q8_0, for P·V heads a multiple of 8, or of 16
+  // for Q8_0; K as the ISA's loop allows, heads a multiple of 16), and whether they are.
+  attn::InPlace k_type, v_type;
+  bool k_in_place, v_in_place;
   int64_t hd_k, hd_v, hdk8, hdv8, group;
   float scale, softcap;
   int32_t window;
@@ -437,9 +446,8 @@ struct TileKernel {
     w.cells.resize(static_cast<size_t>(nc));
     w.kt.resize(static_cast<size_t>(2 * hdk8 * kBC));
     w.vb.resize(static_cast<size_t>(kBC * hdv8));
-    w.zeros.assign(static_cast<size_t>(hdv8), 0);
-    // An F16 K cache whose heads are whole vectors of 16 is transposed by the ISA's own loop.
-    const attn::KF16Fn k_f16 = k_is_f16 && hd_k % 16 == 0 ? mk.k_f16 : nullptr;
+    w.zeros.assign(vc->row_bytes(), 0);
+    const attn::KCacheFn k_cache = k_in_place ? mk.k_cache : nullptr;
     b.for_each_cell(tl.t0, [&](int32_t i, int32_t c) { w.cells[static_cast<size_t>(i)] = c; });
     for (int64_t r = 0; r < R; ++r) {
       const float* qp = q->f32(head_of(r), tl.t0 + r % RH / nh);
@@ -512,10 +520,8 @@ struct TileKernel {
           for (int j = 0; j < kBC; ++j)
             rows[j] = seen >> j & 1 ? kc->row(w.cells[static_cast<size_t>(c0 + j)]) : fallback;
           float* kt = w.kt.data() + bb * hdk8 * kBC;
-          if (k_f16) {
-            const uint16_t* krows[kBC];
-            for (int j = 0; j < kBC; ++j) krows[j] = static_cast<const uint16_t*>(rows[j]) + (tl.kv0 + kv) * hd_k;
-            k_f16(krows, hd_k, kt);
+          if (k_cache) {
+            k_cache(rows, (tl.kv0 + kv) * hd_k, k_type, hd_k, kt);
           } else {
             k_block(rows, (tl.kv0 + kv) * hd_k, hd_k, hdk8, kt);
           }
@@ -547,20 +553,21 @@ struct TileKernel {
       const float sum = hsum(_mm256_load_ps(sum8)) + (sinks ? std::exp(sink - mx) : 0.0f);
       mk.norm(sr, nblk, w.any.data(), sum > 0 ? 1.0f / sum : 0.0f, round_p);
     }
-    // Pass 2: O += P V over the blocks some row can see.
+    // Pass 2: O += P V over the blocks some row can see. A Q8_0 V row costs a multiply a vector
+    // to convert: read in place for a few rows (a decode step), converted once for many.
+    const bool v_direct = v_in_place && (v_type == attn::InPlace::F16 || RH <= kQ8InPlaceRows);
     for (int32_t bk = 0; bk < nblk; ++bk) {
       const uint32_t any = w.any[static_cast<size_t>(bk)];
       if (!any) continue;
       const int32_t i0 = bk * kBC;
       if (bk % 2 == 0) prefetch(vc, hd_v, i0);  // a pair of blocks at a time, as pass 1
       for (int64_t kv = 0; kv < nkv; ++kv) {
-        if (v_f16) {  // V straight from the cache (a cell no row sees: zeros)
-          const uint16_t* vrows[kBC];
+        if (v_direct) {  // V straight from the cache (a cell no row sees: zeros)
+          const void* vrows[kBC];
           for (int j = 0; j < kBC; ++j)
-            vrows[j] = any >> j & 1 ? reinterpret_cast<const uint16_t*>(vc->row(w.cells[static_cast<size_t>(i0 + j)])) +
-                                          (tl.kv0 + kv) * hd_v
-                                    : w.zeros.data();
-          mk.pv_f16(w.s.data() + kv * RH * lds + i0, lds, RH, vrows, w.o.data() + kv * RH * hdv8, hdv8, hdv8);
+            vrows[j] = any >> j & 1 ? vc->row(w.cells[static_cast<size_t>(i0 + j)]) : w.zeros.data();
+          mk.pv_cache(w.s.data() + kv * RH * lds + i0, lds, RH, vrows, (tl.kv0 + kv) * hd_v, v_type,
+                      w.o.data() + kv * RH * hdv8, hdv8, hdv8);
           continue;
         }
         for (int j = 0; j < kBC; ++j) {
@@ -669,8 +676,10 @@ void attention(const Node& n, ThreadPool& pool) {
                      .conv_v = readers(vt).rows,
                      .round_q = kt != kF32,
                      .round_p = vt != kF32,
-                     .k_is_f16 = kt == kF16,
-                     .v_f16 = vt == kF16 && hd_v % 8 == 0,
+                     .k_type = kt == kQ8 ? attn::InPlace::Q8_0 : attn::InPlace::F16,
+                     .v_type = vt == kQ8 ? attn::InPlace::Q8_0 : attn::InPlace::F16,
+                     .k_in_place = (kt == kF16 || kt == kQ8) && hd_k % 16 == 0,
+                     .v_in_place = (vt == kF16 && hd_v % 8 == 0) || (vt == kQ8 && hd_v % 16 == 0),
                      .hd_k = hd_k,
                      .hd_v = hd_v,
                      .hdk8 = round8(hd_k),

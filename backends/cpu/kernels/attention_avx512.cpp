@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "tensor/quants/quant_blocks.h"
+
 namespace kestrel::cpu::attn {
 namespace {
 
@@ -144,8 +146,8 @@ void norm_row(float* s, int32_t nblk, const uint32_t* any, float inv, bool round
   }
 }
 
-// V rows as F32 (vb: row j at vb + j * ldv) or F16 (rows[j], converted on load), 16 values
-// (or 8, mask 0xFF) from d.
+// V rows as F32 (vb: row j at vb + j * ldv), F16 or Q8_0 (rows[j] from element e0, converted
+// on load), 16 values (or 8, mask 0xFF) from d.
 struct F32Rows {
   const float* vb;
   int64_t ldv;
@@ -153,12 +155,22 @@ struct F32Rows {
   __m512 load(int j, int64_t d, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, vb + j * ldv + d); }
 };
 struct F16Rows {
-  const uint16_t* const* rows;
-  __m512 load(int j, int64_t d) const {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + d)));
-  }
+  const void* const* rows;
+  int64_t e0;
+  __m512 load(int j, int64_t d) const { return load(j, d, 0xFFFF); }
   __m512 load(int j, int64_t d, __mmask16 m) const {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, rows[j] + d));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(rows[j]) + e0 + d));
+  }
+};
+struct Q8Rows {  // blocks of 32: values e0 + d .. + 15 lie in one block's half (e0 + d a multiple of 16)
+  const void* const* rows;
+  int64_t e0;
+  __m512 load(int j, int64_t d) const { return load(j, d, 0xFFFF); }
+  __m512 load(int j, int64_t d, __mmask16 m) const {
+    const int64_t i = e0 + d;
+    const block_q8_0& b = static_cast<const block_q8_0*>(rows[j])[i / QK8_0];
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b.qs + i % QK8_0)));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), q);
   }
 };
 
@@ -207,18 +219,21 @@ void pv(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, f
   pv_any(p, lds, nr, F32Rows{vb, ldv}, o, ldo, hdv8);
 }
 
-void pv_f16(const float* p, int64_t lds, int64_t nr, const uint16_t* const* vrows, float* o, int64_t ldo,
-            int64_t hdv8) {
-  pv_any(p, lds, nr, F16Rows{vrows}, o, ldo, hdv8);
+void pv_cache(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, InPlace t, float* o,
+              int64_t ldo, int64_t hdv8) {
+  if (t == InPlace::Q8_0)
+    pv_any(p, lds, nr, Q8Rows{vrows, e0}, o, ldo, hdv8);
+  else
+    pv_any(p, lds, nr, F16Rows{vrows, e0}, o, ldo, hdv8);
 }
 
-// 16 F16 K rows' 16 values at a time converted and transposed in registers: interleave pairs of
+// 16 K rows' 16 values at a time converted and transposed in registers: interleave pairs of
 // rows, then pairs of pairs, then 128-bit quarters twice.
-void k_f16(const uint16_t* const* krows, int64_t hd, float* kt) {
+template <class Rows>
+void k_rows(const Rows& rows, int64_t hd, float* kt) {
   for (int64_t d0 = 0; d0 < hd; d0 += 16) {
     __m512 r[16], t[16];
-    for (int j = 0; j < 16; ++j)
-      r[j] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(krows[j] + d0)));
+    for (int j = 0; j < 16; ++j) r[j] = rows.load(j, d0);
     for (int j = 0; j < 16; j += 2) {
       t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
       t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
@@ -245,7 +260,14 @@ void k_f16(const uint16_t* const* krows, int64_t hd, float* kt) {
   }
 }
 
-const Microkernels kAvx512{scores, mask_max, exp_row, norm_row, pv, pv_f16, k_f16};
+void k_cache(const void* const* krows, int64_t e0, InPlace t, int64_t hd, float* kt) {
+  if (t == InPlace::Q8_0)
+    k_rows(Q8Rows{krows, e0}, hd, kt);
+  else
+    k_rows(F16Rows{krows, e0}, hd, kt);
+}
+
+const Microkernels kAvx512{scores, mask_max, exp_row, norm_row, pv, pv_cache, k_cache};
 
 }  // namespace
 

@@ -33,13 +33,16 @@ using NormFn = void (*)(float* s, int32_t nblk, const uint32_t* any, float inv, 
 // r < nr and d < hdv8 (a multiple of 8).
 using PvFn = void (*)(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
                       int64_t hdv8);
-// The same with V read straight from an F16 cache: vb[j * ldv + d] is vrows[j][d] (converting an
-// F16 value to F32 is exact, so the same bits as converting the rows first).
-using PvF16Fn = void (*)(const float* p, int64_t lds, int64_t nr, const uint16_t* const* vrows, float* o, int64_t ldo,
-                         int64_t hdv8);
-// A block's K rows from an F16 cache, transposed: kt[d * kBC + j] = krows[j][d] for d < hd (a
-// multiple of 16).
-using KF16Fn = void (*)(const uint16_t* const* krows, int64_t hd, float* kt);
+// Cache types the two loops below read in place.
+enum class InPlace { F16, Q8_0 };
+// P·V with V read straight from the cache: vb[j * ldv + d] is element e0 + d of cell j's row at
+// vrows[j], of type t (converting an F16 value, or a Q8_0 code times its scale, to F32 is exact,
+// so the same bits as converting the rows first). For Q8_0, e0 and hdv8 are multiples of 16.
+using PvCacheFn = void (*)(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, InPlace t,
+                           float* o, int64_t ldo, int64_t hdv8);
+// A block's K rows from the cache, transposed: kt[d * kBC + j] = element e0 + d of krows[j] for
+// d < hd (e0 and hd multiples of 16).
+using KCacheFn = void (*)(const void* const* krows, int64_t e0, InPlace t, int64_t hd, float* kt);
 
 struct Microkernels {
   ScoresFn scores;
@@ -47,8 +50,8 @@ struct Microkernels {
   ExpFn exp;
   NormFn norm;
   PvFn pv;
-  PvF16Fn pv_f16;
-  KF16Fn k_f16;  // nullptr: the caller's own transposition
+  PvCacheFn pv_cache;
+  KCacheFn k_cache;  // nullptr: the caller's own transposition
 };
 // The AVX-512 set (F/VL), or nullptr where the compiler did not build it.
 const Microkernels* avx512_microkernels();
