@@ -81,6 +81,7 @@ TEST_CASE("ATTENTION on the CPU: a token's bits do not depend on the batch, the 
       {DType::F16, 64, 8, 2, 0, false, 0.0f},  {DType::F16, 36, 8, 2, 40, true, 0.0f},
       {DType::F32, 64, 16, 1, 0, true, 0.0f},  {DType::F32, 36, 4, 1, 0, false, 3.0f},
       {DType::Q8_0, 64, 8, 2, 30, false, 0.0f}, {DType::Q4_0, 40, 16, 1, 0, true, 0.0f},
+      {DType::Q4_0, 64, 8, 2, 0, false, 0.0f},  // (read in place: heads a multiple of 16)
       {DType::F8_E4M3, 64, 8, 2, 0, false, 4.0f},
       // Groups of 2 and 3 (1-2 rows a kv head in a decode step: the microkernels' several-chain
       // paths), heads of 128 and 80 (whole and partial runs of chains), and of 40 (an F16 V row

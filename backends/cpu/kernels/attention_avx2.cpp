@@ -118,7 +118,7 @@ constexpr int kMaxTileTokens = 32;            // tokens per tile
 constexpr int64_t kScoreBudget = 512 * 1024;  // floats of scores a tile keeps (2 MiB)
 constexpr int kRowBlock = 4;                  // rows per AVX2 microkernel call
 constexpr int32_t kPrefetchBlocks = 4;        // how far ahead the passes prefetch the cache
-constexpr int64_t kQ8InPlaceRows = 8;         // P·V reads a Q8_0 V cache in place up to this many rows
+constexpr int64_t kBlockInPlaceRows = 8;      // P·V reads a Q8_0/Q4_0 V cache in place up to this many rows
 
 using ConvertFn = void (*)(const void* row, int64_t e0, int64_t n, float* out);
 
@@ -219,6 +219,10 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
+attn::InPlace in_place_type(int kt) {
+  return kt == kQ8 ? attn::InPlace::Q8_0 : kt == kQ4 ? attn::InPlace::Q4_0 : attn::InPlace::F16;
+}
+
 // The AVX2 inner loops (attention_tiles.h): a block's 16 cells are two 256-bit registers per row,
 // four rows at a time; fewer rows take CH chains (or DC runs of 16 output values) at a time, so
 // that 8 independent FMA chains hide the FMA's latency (a decode tile has 1-4 rows a kv head).
@@ -316,8 +320,8 @@ void norm_row_avx2(float* s, int32_t nblk, const uint32_t* any, float inv, bool 
   }
 }
 
-// V rows as F32 (vb: row j at vb + j * ldv), F16 or Q8_0 (rows[j] from element e0, a multiple
-// of 8 for Q8_0: load8), 8 values from d.
+// V rows as F32 (vb: row j at vb + j * ldv), F16, Q8_0 or Q4_0 (rows[j] from element e0, a
+// multiple of 8 for the block types: load8), 8 values from d.
 struct F32Rows {
   const float* vb;
   int64_t ldv;
@@ -389,10 +393,11 @@ void pv_avx2(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t l
 
 void pv_cache_avx2(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, attn::InPlace t,
                    float* o, int64_t ldo, int64_t hdv8) {
-  if (t == attn::InPlace::Q8_0)
-    pv_any(p, lds, nr, CacheRows<kQ8>{vrows, e0}, o, ldo, hdv8);
-  else
-    pv_any(p, lds, nr, CacheRows<kF16>{vrows, e0}, o, ldo, hdv8);
+  switch (t) {
+    case attn::InPlace::Q8_0: return pv_any(p, lds, nr, CacheRows<kQ8>{vrows, e0}, o, ldo, hdv8);
+    case attn::InPlace::Q4_0: return pv_any(p, lds, nr, CacheRows<kQ4>{vrows, e0}, o, ldo, hdv8);
+    default: return pv_any(p, lds, nr, CacheRows<kF16>{vrows, e0}, o, ldo, hdv8);
+  }
 }
 
 const attn::Microkernels kAvx2{scores_avx2,   mask_max_avx2, exp_row_avx2, norm_row_avx2,
@@ -553,9 +558,9 @@ struct TileKernel {
       const float sum = hsum(_mm256_load_ps(sum8)) + (sinks ? std::exp(sink - mx) : 0.0f);
       mk.norm(sr, nblk, w.any.data(), sum > 0 ? 1.0f / sum : 0.0f, round_p);
     }
-    // Pass 2: O += P V over the blocks some row can see. A Q8_0 V row costs a multiply a vector
-    // to convert: read in place for a few rows (a decode step), converted once for many.
-    const bool v_direct = v_in_place && (v_type == attn::InPlace::F16 || RH <= kQ8InPlaceRows);
+    // Pass 2: O += P V over the blocks some row can see. A Q8_0 or Q4_0 V row costs a multiply a
+    // vector to convert: read in place for a few rows (a decode step), converted once for many.
+    const bool v_direct = v_in_place && (v_type == attn::InPlace::F16 || RH <= kBlockInPlaceRows);
     for (int32_t bk = 0; bk < nblk; ++bk) {
       const uint32_t any = w.any[static_cast<size_t>(bk)];
       if (!any) continue;
@@ -676,10 +681,10 @@ void attention(const Node& n, ThreadPool& pool) {
                      .conv_v = readers(vt).rows,
                      .round_q = kt != kF32,
                      .round_p = vt != kF32,
-                     .k_type = kt == kQ8 ? attn::InPlace::Q8_0 : attn::InPlace::F16,
-                     .v_type = vt == kQ8 ? attn::InPlace::Q8_0 : attn::InPlace::F16,
-                     .k_in_place = (kt == kF16 || kt == kQ8) && hd_k % 16 == 0,
-                     .v_in_place = (vt == kF16 && hd_v % 8 == 0) || (vt == kQ8 && hd_v % 16 == 0),
+                     .k_type = in_place_type(kt),
+                     .v_type = in_place_type(vt),
+                     .k_in_place = kt != kF32 && kt != kF8 && hd_k % 16 == 0,
+                     .v_in_place = (vt == kF16 && hd_v % 8 == 0) || ((vt == kQ8 || vt == kQ4) && hd_v % 16 == 0),
                      .hd_k = hd_k,
                      .hd_v = hd_v,
                      .hdk8 = round8(hd_k),

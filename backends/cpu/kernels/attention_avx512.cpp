@@ -146,8 +146,8 @@ void norm_row(float* s, int32_t nblk, const uint32_t* any, float inv, bool round
   }
 }
 
-// V rows as F32 (vb: row j at vb + j * ldv), F16 or Q8_0 (rows[j] from element e0, converted
-// on load), 16 values (or 8, mask 0xFF) from d.
+// V rows as F32 (vb: row j at vb + j * ldv), F16, Q8_0 or Q4_0 (rows[j] from element e0,
+// converted on load), 16 values (or 8, mask 0xFF) from d.
 struct F32Rows {
   const float* vb;
   int64_t ldv;
@@ -171,6 +171,20 @@ struct Q8Rows {  // blocks of 32: values e0 + d .. + 15 lie in one block's half 
     const block_q8_0& b = static_cast<const block_q8_0*>(rows[j])[i / QK8_0];
     const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b.qs + i % QK8_0)));
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), q);
+  }
+};
+
+struct Q4Rows {  // byte k of a block holds values k (low nibble) and k + 16 (high): a half is 16 nibbles
+  const void* const* rows;
+  int64_t e0;
+  __m512 load(int j, int64_t d) const { return load(j, d, 0xFFFF); }
+  __m512 load(int j, int64_t d, __mmask16 m) const {
+    const int64_t i = e0 + d;
+    const block_q4_0& b = static_cast<const block_q4_0*>(rows[j])[i / QK4_0];
+    __m512i q = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, b.qs));
+    q = _mm512_and_si512(_mm512_srli_epi32(q, i % QK4_0 >= 16 ? 4 : 0), _mm512_set1_epi32(0xF));
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8)));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), v);
   }
 };
 
@@ -221,10 +235,11 @@ void pv(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, f
 
 void pv_cache(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, InPlace t, float* o,
               int64_t ldo, int64_t hdv8) {
-  if (t == InPlace::Q8_0)
-    pv_any(p, lds, nr, Q8Rows{vrows, e0}, o, ldo, hdv8);
-  else
-    pv_any(p, lds, nr, F16Rows{vrows, e0}, o, ldo, hdv8);
+  switch (t) {
+    case InPlace::Q8_0: return pv_any(p, lds, nr, Q8Rows{vrows, e0}, o, ldo, hdv8);
+    case InPlace::Q4_0: return pv_any(p, lds, nr, Q4Rows{vrows, e0}, o, ldo, hdv8);
+    default: return pv_any(p, lds, nr, F16Rows{vrows, e0}, o, ldo, hdv8);
+  }
 }
 
 // 16 K rows' 16 values at a time converted and transposed in registers: interleave pairs of
@@ -261,10 +276,11 @@ void k_rows(const Rows& rows, int64_t hd, float* kt) {
 }
 
 void k_cache(const void* const* krows, int64_t e0, InPlace t, int64_t hd, float* kt) {
-  if (t == InPlace::Q8_0)
-    k_rows(Q8Rows{krows, e0}, hd, kt);
-  else
-    k_rows(F16Rows{krows, e0}, hd, kt);
+  switch (t) {
+    case InPlace::Q8_0: return k_rows(Q8Rows{krows, e0}, hd, kt);
+    case InPlace::Q4_0: return k_rows(Q4Rows{krows, e0}, hd, kt);
+    default: return k_rows(F16Rows{krows, e0}, hd, kt);
+  }
 }
 
 const Microkernels kAvx512{scores, mask_max, exp_row, norm_row, pv, pv_cache, k_cache};

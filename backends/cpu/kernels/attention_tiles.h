@@ -34,10 +34,11 @@ using NormFn = void (*)(float* s, int32_t nblk, const uint32_t* any, float inv, 
 using PvFn = void (*)(const float* p, int64_t lds, int64_t nr, const float* vb, int64_t ldv, float* o, int64_t ldo,
                       int64_t hdv8);
 // Cache types the two loops below read in place.
-enum class InPlace { F16, Q8_0 };
+enum class InPlace { F16, Q8_0, Q4_0 };
 // P·V with V read straight from the cache: vb[j * ldv + d] is element e0 + d of cell j's row at
-// vrows[j], of type t (converting an F16 value, or a Q8_0 code times its scale, to F32 is exact,
-// so the same bits as converting the rows first). For Q8_0, e0 and hdv8 are multiples of 16.
+// vrows[j], of type t (converting an F16 value, or a Q8_0 or Q4_0 code times its scale, to F32 is
+// exact, so the same bits as converting the rows first). For the block types, e0 and hdv8 are
+// multiples of 16.
 using PvCacheFn = void (*)(const float* p, int64_t lds, int64_t nr, const void* const* vrows, int64_t e0, InPlace t,
                            float* o, int64_t ldo, int64_t hdv8);
 // A block's K rows from the cache, transposed: kt[d * kBC + j] = element e0 + d of krows[j] for
