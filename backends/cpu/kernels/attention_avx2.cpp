@@ -413,7 +413,7 @@ struct Tile {
 
 struct Scratch {
   std::vector<float> q, s, kt, vb, o, mxv;
-  std::vector<uint8_t> zeros;  // a V row of zero bytes (0 in F16 and Q8_0), for the cells no row of the tile sees
+  std::vector<uint8_t> zeros;  // a V row of zero bytes (zeros in F16, Q8_0 and Q4_0: scale 0), for unseen cells
   std::vector<int32_t> cells, cpos;
   std::vector<uint32_t> any;  // per block: the cells some token of the tile sees
 };
@@ -426,8 +426,9 @@ struct TileKernel {
   KBlockFn k_block;
   ConvertFn conv_v;
   bool round_q, round_p;
-  // The K and V caches when read in place (F16 or Q8_0, for P·V heads a multiple of 8, or of 16
-  // for Q8_0; K as the ISA's loop allows, heads a multiple of 16), and whether they are.
+  // The K and V caches when read in place (F16, Q8_0 or Q4_0; for P·V heads a multiple of 8, or
+  // of 16 for the block types; K where the ISA has a loop for it, heads a multiple of 16), and
+  // whether they are.
   attn::InPlace k_type, v_type;
   bool k_in_place, v_in_place;
   int64_t hd_k, hd_v, hdk8, hdv8, group;
