@@ -191,22 +191,18 @@ CacheReaders readers(int kt) {
   }
 }
 
-// exp(x) for x <= 0 (Cephes' expf polynomial on x - n ln2, scaled by 2^n); 0 below -87.3, where
-// exp leaves the normal floats (and for x = -inf: the masked scores).
+// exp(x) for x <= 0 (attention_tiles.h: ExpConstants).
 inline __m256 exp_nonpositive(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.3f);
+  using E = attn::ExpConstants;
+  const __m256 lo = _mm256_set1_ps(E::kExpFloor);
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(E::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(E::kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(E::kLn2Lo), r);
+  __m256 y = _mm256_set1_ps(E::kPoly[0]);
+  for (int k = 1; k < 6; ++k) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(E::kPoly[k]));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
@@ -483,11 +479,18 @@ struct TileKernel {
     // DRAM, and the hardware prefetcher alone left the loops waiting on them.
     int32_t tp_max = -1;
     for (int32_t t = tl.t0; t < tl.t1; ++t) tp_max = std::max(tp_max, b.token_pos[t]);
-    auto prefetch = [&](const Tensor* t, int64_t hd, int32_t i0) {
+    struct Bytes {  // of a cache row: the tile's kv heads, from a cache line's start
+      int64_t b0, b1;
+    };
+    auto head_bytes = [&](const Tensor* t, int64_t hd) {
+      return Bytes{static_cast<int64_t>(dtype_row_size(t->type, tl.kv0 * hd)) & ~int64_t{63},
+                   static_cast<int64_t>(dtype_row_size(t->type, tl.kv1 * hd))};
+    };
+    const Bytes kbytes = head_bytes(kc, hd_k), vbytes = head_bytes(vc, hd_v);
+    auto prefetch = [&](const Tensor* t, Bytes by, int32_t i0) {
       const int32_t ahead = i0 + kPrefetchBlocks * kBC;
       if (ahead >= nc || w.cpos[static_cast<size_t>(ahead)] > tp_max) return;  // (a prompt's later blocks: unseen)
-      const int64_t b0 = static_cast<int64_t>(dtype_row_size(t->type, tl.kv0 * hd)) & ~int64_t{63},
-                    b1 = static_cast<int64_t>(dtype_row_size(t->type, tl.kv1 * hd));
+      const int64_t b0 = by.b0, b1 = by.b1;
       for (int32_t i = ahead, e = std::min(i + 2 * kBC, nc); i < e; ++i) {
         const uint8_t* r = t->row(w.cells[static_cast<size_t>(i)]);
         for (int64_t o = b0; o < b1; o += 64) _mm_prefetch(reinterpret_cast<const char*>(r + o), _MM_HINT_T0);
@@ -496,7 +499,7 @@ struct TileKernel {
     for (int32_t bk = 0; bk < nblk; bk += 2) {
       const int32_t i0 = bk * kBC;
       uint32_t any = 0;
-      prefetch(kc, hd_k, i0);
+      prefetch(kc, kbytes, i0);
       for (int64_t ti = 0; ti < nt; ++ti) {
         const int32_t tp = b.token_pos[tl.t0 + ti];
         const __m256i lo = _mm256_set1_epi32(window > 0 ? std::max(-1, tp - window) : -1), hi = _mm256_set1_epi32(tp + 1);
@@ -566,7 +569,7 @@ struct TileKernel {
       const uint32_t any = w.any[static_cast<size_t>(bk)];
       if (!any) continue;
       const int32_t i0 = bk * kBC;
-      if (bk % 2 == 0) prefetch(vc, hd_v, i0);  // a pair of blocks at a time, as pass 1
+      if (bk % 2 == 0) prefetch(vc, vbytes, i0);  // a pair of blocks at a time, as pass 1
       for (int64_t kv = 0; kv < nkv; ++kv) {
         if (v_direct) {  // V straight from the cache (a cell no row sees: zeros)
           const void* vrows[kBC];

@@ -13,6 +13,18 @@ namespace kestrel::cpu::attn {
 constexpr int kBC = 16;          // cells per block
 constexpr int64_t kChain = 16;   // dimensions per FMA chain of a score
 
+// exp(x) for x <= 0, the softmax's, in both ISAs' exp_nonpositive (one table, so one set of
+// bits): Cephes' expf polynomial on r = x - n ln2 (ln2 in two parts), scaled by 2^n; 0 below
+// kExpFloor, where exp leaves the normal floats (and for the masked scores' -inf).
+struct ExpConstants {
+  static constexpr float kExpFloor = -87.3f;
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  // y = ((((p0 r + p1) r + p2) r + p3) r + p4) r + p5, then exp(r) = y r^2 + r + 1.
+  static constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                     4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+};
+
 // s[r * lds + b * kBC + j] = q_r . k_bj for rows r < nr (q_r at q + r * ldq, hdk values, a
 // multiple of 8, zero-padded), blocks b < nb (1 or 2) and cells j < kBC, K transposed: block b's
 // kt[b * hdk * kBC + d * kBC + j].
