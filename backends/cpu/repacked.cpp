@@ -17,7 +17,7 @@ struct Field {
 struct Layout {
   int64_t unit_values, unit_bytes;  // per row
   int n_fields;
-  Field f[21];
+  Field f[33];
 };
 
 constexpr Layout kQ4_0R8 = {64, 36, 3, {{{{0, 2}}, 1}, {{{18, 2}}, 1}, {{{2, 16}, {20, 16}}, 2}}};
@@ -35,11 +35,25 @@ constexpr Layout kQ4_KR8 = {
                    q4k_word(0, 6), q4k_word(0, 7), q4k_word(1, 0), q4k_word(1, 1), q4k_word(1, 2), q4k_word(1, 3),
                    q4k_word(1, 4), q4k_word(1, 5), q4k_word(1, 6), q4k_word(1, 7)}};
 
+// Q6_K_R8 (a block_q6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208): a field pairs
+// half 0's bytes with half 1's (ql and qh hold each 128-value half at 64 / 32 bytes apart).
+constexpr Field q6k_half_pair(int off, int len, int half_stride) { return {{{off, len}, {off + half_stride, len}}, 2}; }
+constexpr Field q6k_scales(int p) { return q6k_half_pair(192 + 2 * p, 2, 8); }
+constexpr Field q6k_a(int k) { return q6k_half_pair(4 * k, 4, 64); }
+constexpr Field q6k_b(int k) { return q6k_half_pair(32 + 4 * k, 4, 64); }
+constexpr Field q6k_h(int k) { return q6k_half_pair(128 + 4 * k, 4, 32); }
+constexpr Layout kQ6_KR8 = {
+    256, 210, 33, {{{{208, 2}}, 1}, q6k_scales(0), q6k_scales(1), q6k_scales(2), q6k_scales(3),
+                   q6k_a(0), q6k_b(0), q6k_h(0), q6k_a(1), q6k_b(1), q6k_h(1), q6k_a(2), q6k_b(2), q6k_h(2),
+                   q6k_a(3), q6k_b(3), q6k_h(3), q6k_a(4), q6k_b(4), q6k_h(4), q6k_a(5), q6k_b(5), q6k_h(5),
+                   q6k_a(6), q6k_b(6), q6k_h(6), q6k_a(7), q6k_b(7), q6k_h(7)}};
+
 const Layout* layout_of(DType grouped) {
   switch (grouped) {
     case Q4_0_R8: return &kQ4_0R8;
     case Q4_K_R8: return &kQ4_KR8;
     case Q8_0_R8: return &kQ8_0R8;
+    case Q6_K_R8: return &kQ6_KR8;
     default: return nullptr;
   }
 }
@@ -50,7 +64,7 @@ const Layout* layout_of(DType grouped) {
 template <const Layout& L, class Fn>
 inline void for_each_piece(int64_t u, int64_t r, Fn fn) {
   int64_t base = u * 8 * L.unit_bytes;  // the unit's start inside the group
-#pragma GCC unroll 21
+#pragma GCC unroll 33
   for (int i = 0; i < L.n_fields; ++i) {
     const Field& f = L.f[i];
     int64_t at = base + r * f.size();
@@ -91,6 +105,7 @@ DType grouped_type(DType plain) {
     case DType::Q4_0: return Q4_0_R8;
     case DType::Q4_K: return Q4_K_R8;
     case DType::Q8_0: return Q8_0_R8;
+    case DType::Q6_K: return Q6_K_R8;
     default: return plain;
   }
 }
@@ -100,6 +115,7 @@ DType plain_type(DType t) {
     case Q4_0_R8: return DType::Q4_0;
     case Q4_K_R8: return DType::Q4_K;
     case Q8_0_R8: return DType::Q8_0;
+    case Q6_K_R8: return DType::Q6_K;
     default: return t;
   }
 }
@@ -113,6 +129,7 @@ void to_grouped(DType plain, const uint8_t* src, int64_t K, int64_t n_rows, uint
   switch (grouped_type(plain)) {
     case Q4_K_R8: return to_grouped_as<kQ4_KR8>(src, K, n_rows, dst);
     case Q8_0_R8: return to_grouped_as<kQ8_0R8>(src, K, n_rows, dst);
+    case Q6_K_R8: return to_grouped_as<kQ6_KR8>(src, K, n_rows, dst);
     default: return to_grouped_as<kQ4_0R8>(src, K, n_rows, dst);
   }
 }
@@ -121,6 +138,7 @@ void grouped_row(DType grouped, const uint8_t* data, int64_t K, int64_t r, uint8
   switch (grouped) {
     case Q4_K_R8: return grouped_row_as<kQ4_KR8>(data, K, r, out);
     case Q8_0_R8: return grouped_row_as<kQ8_0R8>(data, K, r, out);
+    case Q6_K_R8: return grouped_row_as<kQ6_KR8>(data, K, r, out);
     default: return grouped_row_as<kQ4_0R8>(data, K, r, out);
   }
 }

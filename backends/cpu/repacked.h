@@ -4,7 +4,7 @@
 // which names the grouped layouts with ids of their own (Q4_0_R8, ...) that no file or other
 // backend ever sees. The bytes are the file's, moved. Rows are cut
 // into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K:
-// one 256-value super-block, 144 bytes); group g (rows 8g..8g+7) starts where row 8g did and
+// one 256-value super-block, 144 bytes; Q6_K: one super-block, 210 bytes); group g (rows 8g..8g+7) starts where row 8g did and
 // holds its units in order, each unit field by field with the eight rows' copies of a field side
 // by side:
 //   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
@@ -19,6 +19,14 @@
 //                                 group 2m + 1 (word order: in 64 bytes (m, k), word 2r + b is
 //                                 row r's group 2m + b's word k; low nibbles sub-block 4m + 2b,
 //                                 high nibbles 4m + 2b + 1)
+//   Q6_K_R8, 1680 bytes per unit: 8 d (fp16) | for p = 0..3: per row, scales 2p, 2p + 1 of half
+//                                 0 (scales[2p..]) then of half 1 (scales[8 + 2p..]) | for word
+//                                 k = 0..7: per row, ql word k of half 0 then of half 1 (A_k;
+//                                 low nibbles: values 4k.. of the half, high: 64 + 4k..) | ql
+//                                 word 8 + k of both halves (B_k; values 32 + 4k.., 96 + 4k..) |
+//                                 qh word k of both halves (H_k: the top bits of A_k's and B_k's
+//                                 codes). Word order: in each 64 bytes, word 2r + b is row r's
+//                                 half b's
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
 // gather) and codes with whole-register loads (Q4_0_R8: a row's two blocks; the word orders: one
 // word of every row's two blocks or groups, which vpdpbusd / vpmaddubsw then sum per lane with no
@@ -37,13 +45,15 @@ constexpr uint32_t kLayoutGrouped8 = 1;  // Tensor::layout of a regrouped matrix
 constexpr DType Q4_0_R8 = DType::BACKEND_PRIVATE_0;
 constexpr DType Q4_K_R8 = DType::BACKEND_PRIVATE_1;
 constexpr DType Q8_0_R8 = DType::BACKEND_PRIVATE_2;
+constexpr DType Q6_K_R8 = DType::BACKEND_PRIVATE_3;
 
 constexpr int64_t kQ4_0R8UnitBytes = 8 * 36;    // one pair of Q4_0 blocks of one 8-row group
 constexpr int64_t kQ4_KR8UnitBytes = 8 * 144;   // one Q4_K super-block of one 8-row group
 constexpr int64_t kQ8_0R8UnitBytes = 8 * 68;    // one pair of Q8_0 blocks of one 8-row group
+constexpr int64_t kQ6_KR8UnitBytes = 8 * 210;   // one Q6_K super-block of one 8-row group
 
-// The grouped layout of a file type (Q4_0 -> Q4_0_R8, Q4_K -> Q4_K_R8, Q8_0 -> Q8_0_R8); the type
-// itself if none.
+// The grouped layout of a file type (Q4_0 -> Q4_0_R8, Q4_K -> Q4_K_R8, Q8_0 -> Q8_0_R8, Q6_K ->
+// Q6_K_R8); the type itself if none.
 DType grouped_type(DType plain);
 // The file type a grouped layout holds (itself for any other type).
 DType plain_type(DType t);

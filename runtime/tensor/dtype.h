@@ -42,6 +42,7 @@ enum class DType : uint32_t {
   BACKEND_PRIVATE_0 = 1000,
   BACKEND_PRIVATE_1 = 1001,
   BACKEND_PRIVATE_2 = 1002,
+  BACKEND_PRIVATE_3 = 1003,
 };
 
 // Dequantize n values (n a multiple of block_size) from src to dst.

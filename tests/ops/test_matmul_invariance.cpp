@@ -265,7 +265,7 @@ TEST_CASE("CUDA MATMUL: F16, BF16 and FP8 give a column the same bits alone and 
   }
 }
 
-// The CPU backend's load-time layouts (backends/cpu/repacked.h): a Q4_0, Q4_K or Q8_0 matrix
+// The CPU backend's load-time layouts (backends/cpu/repacked.h): a Q4_0, Q4_K, Q8_0 or Q6_K matrix
 // regrouped gives the plain type's bits through the fused kernels, the tiled GEMM and GET_ROWS,
 // and the layout gives every row back byte for byte.
 TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MATMUL and GET_ROWS") {
@@ -274,7 +274,7 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
     return;
   }
   std::mt19937 rng(33);
-  for (DType plain : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
+  for (DType plain : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
     const DType grouped = cpu::grouped_type(plain);
     REQUIRE(grouped != plain);
     REQUIRE(cpu::plain_type(grouped) == plain);
@@ -285,7 +285,8 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
       const Avx512Scope isa(avx512);
       fused.push_back(crossover(grouped));
     }
-    const std::vector<int64_t> Ks = plain == DType::Q4_K ? std::vector<int64_t>{256, 768, 2048}
+    const bool kquant = plain == DType::Q4_K || plain == DType::Q6_K;
+    const std::vector<int64_t> Ks = kquant ? std::vector<int64_t>{256, 768, 2048}
                                                          : std::vector<int64_t>{64, 320, 2048};
     for (int64_t K : Ks) {
       for (int64_t N : {8, 24, 40}) {
@@ -311,6 +312,8 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
         const int64_t kCols = *std::max_element(fused.begin(), fused.end()) + 3;
         Tensor x = buf.tensor(DType::F32, K, kCols);
         fill_random(x, rng);
+        // Column 1 constant: every activation code at the extreme (Q8_K: -127, sums of 16 at -2032).
+        std::fill(x.f32(1), x.f32(1) + K, 0.75f);
         for (bool avx512 : avx512_choices()) {
           const Avx512Scope isa(avx512);
           CAPTURE(avx512);

@@ -31,12 +31,12 @@ TEST_CASE("GET_ROWS: every type") {
   }
 }
 
-// The CPU places Q4_0, Q4_K and Q8_0 matrices regrouped by eight rows (Tensor::layout); a tied
+// The CPU places Q4_0, Q4_K, Q8_0 and Q6_K matrices regrouped by eight rows (Tensor::layout); a tied
 // embedding table is then gathered from that layout (cpu::get_rows_grouped): the same rows, bit for
 // bit, as the reference reading the file layout.
 TEST_CASE("GET_ROWS: a table in the CPU's grouped layout gives the file layout's rows") {
   std::mt19937 rng(12);
-  for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q8_0}) {
+  for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
     CAPTURE(dtype_name(type));
     const int64_t K = 512, N = 24;
     REQUIRE(cpu::grouped_fits(type, K, N));

@@ -4,7 +4,7 @@
 // (512 MiB) its speed from DRAM. Not a test; docs/PERF.md quotes it.
 //
 //   kestrel_bench_qdirect TYPE K N [REPS] [COLS]      e.g.  q4_0 2048 64 20000   or   q4_0 2048 262144 3
-// TYPE may also be q4_0_r8, q4_K_r8 or q8_0_r8: Q4_0 / Q4_K / Q8_0 in the CPU backend's repacked
+// TYPE may also be q4_0_r8, q4_K_r8, q8_0_r8 or q6_K_r8: Q4_0 / Q4_K / Q8_0 / Q6_K in the CPU backend's repacked
 // layouts. KESTREL_NO_AVX512=1 measures the AVX2 kernels on a CPU that has AVX-512.
 #include <chrono>
 #include <cstdio>
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   DType t{};
-  // q4_0_r8 / q4_K_r8 / q8_0_r8: the CPU backend's load-time layouts (not file types, so named here).
+  // q4_0_r8 / q4_K_r8 / q8_0_r8 / q6_K_r8: the CPU backend's load-time layouts (not file types, so named here).
   bool found = true;
   if (std::strcmp(argv[1], "q4_0_r8") == 0) {
     t = cpu::Q4_0_R8;
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
     t = cpu::Q4_K_R8;
   } else if (std::strcmp(argv[1], "q8_0_r8") == 0) {
     t = cpu::Q8_0_R8;
+  } else if (std::strcmp(argv[1], "q6_K_r8") == 0) {
+    t = cpu::Q6_K_R8;
   } else {
     found = dtype_from_name(argv[1], &t);
   }

@@ -352,13 +352,14 @@ void arrange_pairs(QuantizedActs& x, int64_t c0, int64_t c1) {
 
 void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
   const int64_t K = x.K, pairs = K / 64;
-  const bool k4 = t == cpu::Q4_K_R8;
+  const bool k4 = t == cpu::Q4_K_R8, k6 = t == cpu::Q6_K_R8;
   const int32_t centre = t == cpu::Q4_0_R8 ? 8 : 128;
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t g = 0; g < pairs; ++g) {
-      // The pair's two 32-value sub-blocks: 2g and 2g + 1, or Q4_K's 4m + h and 4m + h + 2 of
-      // super-block g / 4 (g % 4 = 2m + h).
-      const int64_t first = k4 ? 8 * (g / 4) + 4 * (g % 4 / 2) + g % 2 : 2 * g, second = first + (k4 ? 2 : 1);
+      // The pair's two 32-value sub-blocks: 2g and 2g + 1; or Q4_K's 4m + h and 4m + h + 2 of
+      // super-block g / 4 (g % 4 = 2m + h); or Q6_K's chunk t of each 128-value half (g % 4 = t).
+      const int64_t first = k4 ? 8 * (g / 4) + 4 * (g % 4 / 2) + g % 2 : k6 ? 8 * (g / 4) + g % 4 : 2 * g;
+      const int64_t second = first + (k4 ? 2 : k6 ? 4 : 1);
       const int8_t* src = x.q.data() + c * K;
       int8_t* dst = x.arranged.data() + c * K + 64 * g;
       const __m256i b0 = load32(src + 32 * first), b1 = load32(src + 32 * second);
@@ -368,6 +369,15 @@ void arrange_words(DType t, QuantizedActs& x, int64_t c0, int64_t c1) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
       if (k4) {  // Q4_K's codes are unsigned nibbles as they are: no starting values, but the mins' pairs
         if (g % 4 == 0) q4k_min_pairs(x.bs.data() + c * (K / 16) + 4 * g, x.arranged_init.data() + c * pairs + g);
+        continue;
+      }
+      if (k6) {  // Q6_K's centre: per pair p, int16 -8 sum(qx) of groups 2p, 2p + 1 of half 0, then of half 1
+        const int32_t* b = x.bs.data() + c * (K / 16) + 16 * (g / 4);  // the super-block's 16 group sums
+        const int p = static_cast<int>(g % 4);
+        uint64_t v = 0;
+        const int group[4] = {2 * p, 2 * p + 1, 8 + 2 * p, 9 + 2 * p};
+        for (int i = 0; i < 4; ++i) v |= static_cast<uint64_t>(static_cast<uint16_t>(-8 * b[group[i]])) << (16 * i);
+        x.arranged_init[static_cast<size_t>(c * pairs + g)] = static_cast<int64_t>(v);
         continue;
       }
       const int32_t* b = x.bs.data() + c * (K / 16) + 4 * g;
@@ -417,7 +427,7 @@ int64_t qdirect_max_cols(DType w) {
     case DType::Q4_1: return 112;
     case DType::IQ4_NL: case DType::MXFP4: return 64;
     case DType::Q4_K: case cpu::Q4_K_R8: case DType::Q5_K: return 48;
-    case DType::Q5_0: case DType::Q6_K: return 40;
+    case DType::Q5_0: case DType::Q6_K: case cpu::Q6_K_R8: return 40;
     case DType::Q5_1: case DType::Q8_0: case cpu::Q8_0_R8: return 32;
     default: return 0;
   }
@@ -429,7 +439,7 @@ namespace {
 enum class Order { kPlain, kPairs, kWords };
 Order order_of(DType w) {
   // Stored in word order: both instruction sets read them so.
-  if (w == cpu::Q8_0_R8 || w == cpu::Q4_K_R8) return Order::kWords;
+  if (w == cpu::Q8_0_R8 || w == cpu::Q4_K_R8 || w == cpu::Q6_K_R8) return Order::kWords;
   if (use_avx512() && qdirect::avx512_kernels(w) && qdirect::avx512_word_order(w)) return Order::kWords;
   return qdirect::uses_pairs(w) ? Order::kPairs : Order::kPlain;
 }

@@ -1,6 +1,6 @@
 // Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
-// types decode spends its time on: Q4_0, Q8_0 and Q4_K in their grouped layouts (Q4_0_R8,
-// Q8_0_R8, Q4_K_R8), and Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 as in the file (Q6_K: the
+// types decode spends its time on: Q4_0, Q8_0, Q4_K and Q6_K in their grouped layouts (Q4_0_R8,
+// Q8_0_R8, Q4_K_R8, Q6_K_R8), and Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 as in the file (Q6_K: the
 // output head and some layers of every Q4_K_M file; Q5_K: the Q5_K_M files; MXFP4: GPT-OSS's
 // experts).
 // Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
@@ -435,6 +435,68 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
+// Q6_K_R8 (cpu/repacked.h), stored in word order: lane 2r + b of a unit's registers A_k, B_k and
+// H_k holds row r's half b's ql words k and 8 + k and qh word k. A word's codes (qh's bit pairs set
+// above the nibbles by vpternlogd) are four registers: A_k's low nibbles (values 4k..4k+3 of the
+// half's 32-value chunk 0), B_k's (chunk 1), A_k's high nibbles (chunk 2) and B_k's (chunk 3).
+// Against [chunk t's word k of half 0 | of half 1] (arrange_words), vpdpbusd over words 4j..4j+3
+// leaves each lane one 16-value group's exact sum(q qx) (group 8b + 2t + j), and vpmulld weights it
+// by the group's scale. The centre, -32 sum_g sc_g sum_g(qx), is four vpdpwssd of the scale pairs
+// times 4 against the column's -8 sum_g(qx) pairs (arranged_init; int16 for any int8 codes). A row's two lanes added, then q6_k's float steps: the same bits.
+template <int NC>
+void q6_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* unit = w + s * cpu::kQ6_KR8UnitBytes;
+    ahead<cpu::kQ6_KR8UnitBytes>(unit);
+    __m512i sc[8], S[NC];  // sc[g]: lane 2r + b = row r's scale of group 8b + g
+    for (int p = 0; p < 4; ++p) {
+      const __m512i pairs = _mm512_cvtepi8_epi16(ld32(unit + 16 + 32 * p));  // lane 2r + b: scales 2p, 2p + 1
+      sc[2 * p] = _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 16);
+      sc[2 * p + 1] = _mm512_srai_epi32(pairs, 16);
+      const __m512i four = _mm512_slli_epi16(pairs, 2);
+      for (int c = 0; c < NC; ++c) {
+        const int64_t v = x.arranged_init[static_cast<size_t>((c0 + c) * (K / 64) + 4 * s + p)];
+        S[c] = _mm512_dpwssd_epi32(p ? S[c] : _mm512_setzero_si512(), four, _mm512_set1_epi64(v));
+      }
+    }
+    for (int j = 0; j < 2; ++j)
+      for (int src = 0; src < 2; ++src) {  // A (chunks 0 and 2) or B (chunks 1 and 3)
+        __m512i lo[4], hi[4];
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t* wk = unit + 144 + 192 * (4 * j + i);
+          const __m512i Q = ld64(wk + 64 * src), H = ld64(wk + 128);
+          // A's top bits are H's bit pairs 0 (low nibbles) and 4 (high), B's 2 and 6.
+          const __m512i h = _mm512_and_si512(src ? _mm512_srli_epi16(H, 2) : H, m33);
+          lo[i] = _mm512_ternarylogic_epi32(m4, Q, _mm512_slli_epi16(h, 4), 0xCA);  // m4 ? Q : h << 4
+          hi[i] = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi16(Q, 4), h, 0xCA);
+        }
+        const int tl = src, th = src + 2;
+        for (int c = 0; c < NC; ++c) {
+          const int8_t* a = x.arranged.data() + (c0 + c) * K + s * QK_K + 32 * j;
+          __m512i TL = _mm512_setzero_si512(), TH = _mm512_setzero_si512();
+          for (int i = 0; i < 4; ++i) {
+            TL = _mm512_dpbusd_epi32(TL, lo[i], bcast64(a + 64 * tl + 8 * i));
+            TH = _mm512_dpbusd_epi32(TH, hi[i], bcast64(a + 64 * th + 8 * i));
+          }
+          S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(TL, sc[2 * tl + j]),
+                                                         _mm512_mullo_epi32(TH, sc[2 * th + j])));
+        }
+      }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
+    for (int c = 0; c < NC; ++c) {
+      const __m256i T = _mm512_cvtepi64_epi32(_mm512_add_epi32(S[c], _mm512_srli_epi64(S[c], 32)));  // row order
+      const __m256 dxv = _mm256_set1_ps(x.dx.data()[(c0 + c) * (K / 32) + 8 * s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T), _mm256_mul_ps(d, dxv), acc[c]);
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();  // as q6_k
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
+}
+
 // Q4_K and Q5_K in the file's layout, eight rows gathered: per row, the code products by
 // vpmaddubsw weighted by the sub-block scales with vpdpwssd (k4_isum), on the row's own 128 code
 // bytes. Q5_K's fifth bits: bit j of qh[l] belongs to sub-block j, so each code register
@@ -687,6 +749,8 @@ constexpr Rows8Fn kQ8_0R8[8] = {words<Q8Words, 1>, words<Q8Words, 2>, words<Q8Wo
                                 words<Q8Words, 5>, words<Q8Words, 6>, words<Q8Words, 7>, words<Q8Words, 8>};
 constexpr Rows8Fn kQ4_KR8[8] = {q4_k_words<1>, q4_k_words<2>, q4_k_words<3>, q4_k_words<4>,
                                 q4_k_words<5>, q4_k_words<6>, q4_k_words<7>, q4_k_words<8>};
+constexpr Rows8Fn kQ6_KR8[8] = {q6_k_words<1>, q6_k_words<2>, q6_k_words<3>, q6_k_words<4>,
+                                q6_k_words<5>, q6_k_words<6>, q6_k_words<7>, q6_k_words<8>};
 template <class B>
 constexpr Rows8Fn kK45[4] = {k45<B, 1>, k45<B, 2>, k45<B, 3>, k45<B, 4>};
 constexpr Rows8Fn kQ6K[4] = {q6_k<1>, q6_k<2>, q6_k<3>, q6_k<4>};
@@ -695,7 +759,9 @@ constexpr Rows8Fn kNl4[4] = {nl4<T, 1>, nl4<T, 2>, nl4<T, 3>, nl4<T, 4>};
 
 }  // namespace
 
-bool avx512_word_order(DType t) { return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 || t == cpu::Q4_K_R8; }
+bool avx512_word_order(DType t) {
+  return t == cpu::Q4_0_R8 || t == cpu::Q8_0_R8 || t == cpu::Q4_K_R8 || t == cpu::Q6_K_R8;
+}
 
 int avx512_cols_per_call(DType t) { return avx512_word_order(t) ? 8 : 4; }
 
@@ -705,6 +771,7 @@ const Rows8Fn* avx512_kernels(DType t) {
     case DType::Q8_0: return kQ8_0;
     case cpu::Q8_0_R8: return kQ8_0R8;
     case cpu::Q4_K_R8: return kQ4_KR8;
+    case cpu::Q6_K_R8: return kQ6_KR8;
     case DType::Q4_K: return kK45<block_q4_K>;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;

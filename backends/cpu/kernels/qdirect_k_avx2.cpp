@@ -1,5 +1,5 @@
-// Fused decode kernels for the K-quants (AVX2): Q4_K (also in its repacked layout Q4_K_R8, read in
-// word order), Q5_K and Q6_K against Q8_K activations, eight rows per pass with one row per float
+// Fused decode kernels for the K-quants (AVX2): Q4_K and Q6_K (also in their repacked layouts
+// Q4_K_R8 and Q6_K_R8, read in word order) and Q5_K against Q8_K activations, eight rows per pass with one row per float
 // lane (qdirect_avx2.h), for up to four columns.
 // Per super-block and row the integer sums stay in registers; the eight rows' totals then take
 // one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
@@ -172,6 +172,81 @@ void q4_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], accm[c]));
 }
 
+// Q6_K_R8 (cpu/repacked.h), stored in word order, as the AVX-512 kernel q6_k_words reads it: lane
+// 2r + b of a unit's 64 bytes A_k, B_k, H_k holds row r's half b's ql words k, 8 + k and qh word
+// k; one register holds rows 0-3, another rows 4-7. Codes: A_k's low nibbles (with H's bit pair
+// 0) are the half's chunk 0, B_k's (pair 2) chunk 1, A_k's high nibbles (pair 4) chunk 2, B_k's
+// (pair 6) chunk 3. Against [chunk t's word k of half 0 | of half 1] (arrange_words), two
+// vpmaddubsw added stay in int16 (2 x 2 x 63 x 128 < 2^15), and vpmaddwd by the group's scale in
+// both halves of a lane gives sc_g sum(q qx) of two words; four words make the group. The centre
+// is vpmaddwd of the scale pairs times 4 against the column's -8 sum_g(qx) pairs (arranged_init).
+// The float steps as rows8_q6_k: the same bits.
+template <int NC>
+void q6_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
+  const int64_t K = x.K, nsb = K / QK_K;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), k30 = _mm256_set1_epi8(0x30);
+  // int16 element 0 (1) of each 32-bit lane into both of its halves.
+  const __m256i dup[2] = {_mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4,
+                                           5, 8, 9, 8, 9, 12, 13, 12, 13),
+                          _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
+                                           6, 7, 10, 11, 10, 11, 14, 15, 14, 15)};
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* unit = w + s * cpu::kQ6_KR8UnitBytes;
+    __m256i R[2][NC];  // per half e, row 4e + r's integer sum in lane 2r
+    for (int e = 0; e < 2; ++e) {
+      __m256i pr[4], S[NC];  // pr[p]: lane 2r + b = row 4e + r's scales 2p, 2p + 1 of half b (int16)
+      for (int p = 0; p < 4; ++p) {
+        pr[p] = _mm256_cvtepi8_epi16(load16(unit + 16 + 32 * p + 16 * e));
+        const __m256i four = _mm256_slli_epi16(pr[p], 2);
+        for (int c = 0; c < NC; ++c) {
+          const int64_t v = x.arranged_init[static_cast<size_t>((c0 + c) * (K / 64) + 4 * s + p)];
+          const __m256i m = _mm256_madd_epi16(four, _mm256_set1_epi64x(v));
+          S[c] = p ? _mm256_add_epi32(S[c], m) : m;
+        }
+      }
+      for (int j = 0; j < 2; ++j)
+        for (int src = 0; src < 2; ++src) {  // A (chunks 0 and 2) or B (chunks 1 and 3)
+          __m256i lo[4], hi[4];
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t* wk = unit + 144 + 192 * (4 * j + i) + 32 * e;
+            const __m256i Q = load32(wk + 64 * src), H = load32(wk + 128);
+            const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(H, src ? 2 : 4), k30);
+            const __m256i hh = _mm256_and_si256(src ? _mm256_srli_epi16(H, 2) : H, k30);
+            lo[i] = _mm256_or_si256(_mm256_and_si256(Q, m4), hl);
+            hi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m4), hh);
+          }
+          const int tl = src, th = src + 2;
+          const __m256i sl = _mm256_shuffle_epi8(pr[tl], dup[j]), sh = _mm256_shuffle_epi8(pr[th], dup[j]);
+          for (int c = 0; c < NC; ++c) {
+            const int8_t* a = x.arranged.data() + (c0 + c) * K + s * QK_K + 32 * j;
+            auto word = [&](int t, int i) {
+              int64_t v;
+              std::memcpy(&v, a + 64 * t + 8 * i, 8);
+              return _mm256_set1_epi64x(v);
+            };
+            const __m256i L0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], word(tl, 0)), _mm256_maddubs_epi16(lo[1], word(tl, 1)));
+            const __m256i L1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], word(tl, 2)), _mm256_maddubs_epi16(lo[3], word(tl, 3)));
+            const __m256i H0 = _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], word(th, 0)), _mm256_maddubs_epi16(hi[1], word(th, 1)));
+            const __m256i H1 = _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], word(th, 2)), _mm256_maddubs_epi16(hi[3], word(th, 3)));
+            const __m256i lsum = _mm256_add_epi32(_mm256_madd_epi16(L0, sl), _mm256_madd_epi16(L1, sl));
+            const __m256i hsum = _mm256_add_epi32(_mm256_madd_epi16(H0, sh), _mm256_madd_epi16(H1, sh));
+            S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(lsum, hsum));
+          }
+        }
+      for (int c = 0; c < NC; ++c) R[e][c] = _mm256_add_epi32(S[c], _mm256_srli_epi64(S[c], 32));
+    }
+    const __m256 d = _mm256_cvtph_ps(load16(unit));
+    for (int c = 0; c < NC; ++c) {
+      const __m256i T = _mm256_castps_si256(even_lanes(_mm256_castsi256_ps(R[0][c]), _mm256_castsi256_ps(R[1][c])));
+      acc[c] = fma_block(T, d, x.dx[static_cast<size_t>((c0 + c) * (K / 32) + 8 * s)], acc[c]);
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + (c0 + c) * y_stride, _mm256_add_ps(acc[c], zero));
+}
+
 // Q6_K x Q8_K: 6-bit codes q - 32 with an int8 scale per 16 values:
 //   d dx (sum_g sc_g sum(q qx)  -  32 sum_g sc_g sum(qx)), the bracket an exact integer.
 template <int NC>
@@ -246,6 +321,7 @@ template <class B>
 constexpr Rows8Fn kK45[4] = {rows8_k45<B, 1>, rows8_k45<B, 2>, rows8_k45<B, 3>, rows8_k45<B, 4>};
 constexpr Rows8Fn kQ4KWords[4] = {q4_k_r8_words<1>, q4_k_r8_words<2>, q4_k_r8_words<3>, q4_k_r8_words<4>};
 constexpr Rows8Fn kQ6K[4] = {rows8_q6_k<1>, rows8_q6_k<2>, rows8_q6_k<3>, rows8_q6_k<4>};
+constexpr Rows8Fn kQ6KWords[4] = {q6_k_r8_words<1>, q6_k_r8_words<2>, q6_k_r8_words<3>, q6_k_r8_words<4>};
 
 }  // namespace
 
@@ -255,6 +331,7 @@ const Rows8Fn* kquant_kernels(DType t) {
     case cpu::Q4_K_R8: return kQ4KWords;
     case DType::Q5_K: return kK45<block_q5_K>;
     case DType::Q6_K: return kQ6K;
+    case cpu::Q6_K_R8: return kQ6KWords;
     default: return nullptr;
   }
 }

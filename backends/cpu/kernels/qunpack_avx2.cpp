@@ -214,7 +214,7 @@ bool qgemm_supports(DType w, int64_t K) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::IQ4_NL: case DType::MXFP4:
       return K % 32 == 0;
-    case cpu::Q4_0_R8: case cpu::Q4_K_R8: case cpu::Q8_0_R8:
+    case cpu::Q4_0_R8: case cpu::Q4_K_R8: case cpu::Q8_0_R8: case cpu::Q6_K_R8:
       return cpu::grouped_fits(cpu::plain_type(w), K, 8);
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
       return K % QK_K == 0;
