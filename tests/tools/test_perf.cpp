@@ -313,6 +313,19 @@ TEST_CASE("perf: hardware profiles") {
     }
   }
   CHECK_THROWS_AS(load_hw_profile("no-such-profile"), UsageError);
+  // A calibrated profile names the build that measured it; another build warns that its kernel
+  // speeds may be stale.
+  HwProfile c = m;
+  c.kestrel_commit = "0123abcd";
+  CHECK(parse_hw_profile(c.to_json(), "stamped").kestrel_commit == "0123abcd");
+  CHECK(stale_profile_warning(c, "/p.json", "0123abcd").empty());
+  CHECK(stale_profile_warning(c, "/p.json", "unknown").empty());
+  const std::string w = stale_profile_warning(c, "/p.json", "4567ef01");
+  for (const char* part : {"/p.json", "0123abcd", "4567ef01", "kestrel bench --calibrate"}) {
+    CAPTURE(part);
+    CHECK(w.find(part) != std::string::npos);
+  }
+  CHECK(stale_profile_warning(m, "/p.json", "4567ef01").find("no commit recorded") != std::string::npos);
 }
 
 TEST_CASE("kestrel perf: table, JSON and the SVG plot") {
@@ -398,6 +411,8 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   REQUIRE(cal.code == 0);
   const HwProfile p = load_hw_profile(prof);
   CHECK(p.is_cpu());
+  CHECK(!p.kestrel_commit.empty());  // this build's: kestrel perf reads it without a warning
+  CHECK(perf.err.find("calibrated by") == std::string::npos);
   CHECK(p.bandwidth(1) > 0);
   for (const char* t : {"f32", "int8", "q4_0", "q4_K", "q8_0"}) {
     CAPTURE(t);

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "info_summary.h"
+#include "kestrel_version.h"  // generated: KESTREL_GIT_COMMIT
 #include "model/synth.h"
 #include "perf_calibrate.h"
 #include "perf_model.h"
@@ -65,7 +66,12 @@ HwProfile hw_from_args(const Args& a) {
     std::fprintf(stderr, "kestrel perf: saved %s\n", local_profile_path().c_str());
     return p;
   }
-  return load_hw_profile(name);
+  HwProfile p = load_hw_profile(name);
+  if (name == "local") {
+    const std::string w = stale_profile_warning(p, local_profile_path(), KESTREL_GIT_COMMIT);
+    if (!w.empty()) std::fprintf(stderr, "kestrel perf: %s\n", w.c_str());
+  }
+  return p;
 }
 
 DType kv_dtype(kestrel_kv_type t) {

@@ -143,6 +143,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.name = j.value("name", origin);
   p.description = j.value("description", p.name);
   p.kind = j.value("kind", "");
+  p.kestrel_commit = j.value("kestrel_commit", "");
   if (p.kind != "cpu" && p.kind != "gpu") throw UsageError("hardware profile " + origin + ": 'kind' must be \"cpu\" or \"gpu\"");
   p.memory_bytes = positive(j, "memory_gb", origin, true) * 1e9;
   p.bandwidth_gbs = positive(j, "memory_bandwidth_gbs", origin, true);
@@ -201,6 +202,7 @@ nlohmann::json HwProfile::to_json() const {
                       {"step_overhead_us", step_overhead_us},
                       {"efficiency", {{"memory", eff_memory}, {"compute", eff_compute}, {"attention", eff_attention}}}};
   if (cores) j["cores"] = cores;
+  if (!kestrel_commit.empty()) j["kestrel_commit"] = kestrel_commit;
   if (attention_gflops > 0) j["attention_gflops"] = attention_gflops;
   if (core_bandwidth_gbs > 0) j["core_bandwidth_gbs"] = core_bandwidth_gbs;
   nlohmann::json c = nlohmann::json::object();
@@ -244,6 +246,13 @@ std::string local_profile_path() {
 bool local_profile_exists() {
   struct stat st{};
   return stat(local_profile_path().c_str(), &st) == 0;
+}
+
+std::string stale_profile_warning(const HwProfile& p, const std::string& path, const std::string& commit) {
+  if (commit.empty() || commit == "unknown" || p.kestrel_commit == commit || p.kestrel_commit == "unknown") return "";
+  return "the profile at " + path + " was calibrated by " +
+         (p.kestrel_commit.empty() ? "an older kestrel (no commit recorded)" : "kestrel commit " + p.kestrel_commit) +
+         ", this is commit " + commit + ": its kernel speeds may be out of date (kestrel bench --calibrate measures again)";
 }
 
 HwProfile load_hw_profile(const std::string& name) {

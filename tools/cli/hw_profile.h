@@ -13,6 +13,9 @@ namespace kestrel::cli {
 
 struct HwProfile {
   std::string name, description, kind;  // kind: "cpu" or "gpu"
+  // Calibrated profiles: the commit of the kestrel that measured it (kernel speeds change with
+  // the code, so a profile from another build may mispredict); empty when not recorded.
+  std::string kestrel_commit;
   double memory_bytes = 0;
   double bandwidth_gbs = 0;       // the whole device / every core
   double core_bandwidth_gbs = 0;  // CPU: what one thread's loads sustain (0: no per-core limit)
@@ -85,6 +88,10 @@ std::vector<std::string> hw_profile_names();
 // $XDG_CACHE_HOME/kestrel/hw-local.json, else ~/.cache/kestrel/hw-local.json.
 std::string local_profile_path();
 bool local_profile_exists();
+// A warning when a calibrated profile was measured by another build of kestrel than `commit`
+// (this one's), naming both and the command that measures again; empty when it matches or
+// either commit is unknown.
+std::string stale_profile_warning(const HwProfile& p, const std::string& path, const std::string& commit);
 
 // The built-in profiles' file names (without .json) and texts (generated from tools/cli/hw).
 const std::vector<std::pair<std::string, std::string>>& builtin_hw_profiles();

@@ -20,6 +20,7 @@
 #include "bench_roofline.h"
 #include "engine/context.h"
 #include "gguf/gguf.h"
+#include "kestrel_version.h"  // generated: KESTREL_GIT_COMMIT
 #include "model/model.h"
 #include "model/synth.h"
 #include "quantize/quantize.h"
@@ -457,7 +458,9 @@ void save_local_profile(const HwProfile& p) {
     if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
   std::ofstream out(path);
   if (!out) throw UsageError("calibrate: cannot write " + path);
-  out << p.to_json().dump(2) << "\n";
+  HwProfile stamped = p;
+  stamped.kestrel_commit = KESTREL_GIT_COMMIT;
+  out << stamped.to_json().dump(2) << "\n";
   if (!out) throw UsageError("calibrate: cannot write " + path);
 }
 
