@@ -44,11 +44,15 @@ def cpu_model():
 
 
 def isa():
+    """The instruction set kestrel's kernels use here: AVX-512 (with VNNI, as they need) unless
+    KESTREL_NO_AVX512=1 (the other engines' builds say their own)."""
     try:
         flags = open("/proc/cpuinfo").read()
     except OSError:
         return ""
-    return "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
+    if " avx512_vnni" in flags and os.environ.get("KESTREL_NO_AVX512", "") in ("", "0"):
+        return "AVX-512"
+    return "AVX2" if " avx2" in flags else "no AVX2"
 
 
 def counts(v):
