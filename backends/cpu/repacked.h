@@ -2,11 +2,11 @@
 // matrices into at load (weights_cpu.cpp). Private to the CPU backend: such a tensor keeps its
 // file type and says Tensor::layout == kLayoutGrouped8; the kernels dispatch on kernel_type(),
 // which names the grouped layouts with ids of their own (Q4_0_R8, ...) that no file or other
-// backend ever sees. The bytes are the file's, moved. Rows are cut
-// into units (Q4_0: a pair of 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K:
-// one 256-value super-block, 144 bytes; Q6_K: one super-block, 210 bytes); group g (rows 8g..8g+7) starts where row 8g did and
-// holds its units in order, each unit field by field with the eight rows' copies of a field side
-// by side:
+// backend ever sees. The bytes are the file's, moved. Rows are cut into units (Q4_0: a pair of
+// 32-value blocks, 36 bytes; Q8_0: a pair of blocks, 68 bytes; Q4_K: one 256-value super-block,
+// 144 bytes; Q6_K: one super-block, 210 bytes); group g (rows 8g..8g+7) starts where row 8g did
+// and holds its units in order, each unit field by field with the eight rows' copies of a field
+// side by side:
 //   Q4_0_R8, 288 bytes per unit:  8 scales (fp16) of the first block | 8 scales of the second |
 //                                 per row, the 16 code bytes of the first block then the second's
 //   Q8_0_R8, 544 bytes per unit:  8 scales of the first block | 8 of the second |
@@ -26,7 +26,7 @@
 //                                 word 8 + k of both halves (B_k; values 32 + 4k.., 96 + 4k..) |
 //                                 qh word k of both halves (H_k: the top bits of A_k's and B_k's
 //                                 codes). Word order: in each 64 bytes, word 2r + b is row r's
-//                                 half b's
+//                                 half b's word; the scales as int16 pairs, lane 2r + b)
 // so a decode kernel reads one contiguous stream, gets eight rows' scales with one load (no
 // gather) and codes with whole-register loads (Q4_0_R8: a row's two blocks; the word orders: one
 // word of every row's two blocks or groups, which vpdpbusd / vpmaddubsw then sum per lane with no

@@ -1,8 +1,8 @@
 // Fused decode kernels for AVX-512 with VNNI (F/BW/VL/VNNI: Ice Lake, Zen 4 and later) for the
 // types decode spends its time on: Q4_0, Q8_0, Q4_K and Q6_K in their grouped layouts (Q4_0_R8,
-// Q8_0_R8, Q4_K_R8, Q6_K_R8), and Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 as in the file (Q6_K: the
-// output head and some layers of every Q4_K_M file; Q5_K: the Q5_K_M files; MXFP4: GPT-OSS's
-// experts).
+// Q8_0_R8, Q4_K_R8, Q6_K_R8: Q6_K is the output head and some layers of every Q4_K_M file), and
+// Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 as in the file (Q5_K: the Q5_K_M files; MXFP4:
+// GPT-OSS's experts).
 // Same contract and the same bits as the AVX2 kernels (qdirect_avx2.h; qgemm.h's arithmetic):
 // only the exact integer sums are formed differently. What they buy (docs/PERF.md): a 512-bit
 // register holds two rows' codes (or two sub-block pairs), and vpdpbusd / vpdpwssd fold the
@@ -442,7 +442,8 @@ void q4_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, f
 // Against [chunk t's word k of half 0 | of half 1] (arrange_words), vpdpbusd over words 4j..4j+3
 // leaves each lane one 16-value group's exact sum(q qx) (group 8b + 2t + j), and vpmulld weights it
 // by the group's scale. The centre, -32 sum_g sc_g sum_g(qx), is four vpdpwssd of the scale pairs
-// times 4 against the column's -8 sum_g(qx) pairs (arranged_init; int16 for any int8 codes). A row's two lanes added, then q6_k's float steps: the same bits.
+// times 4 against the column's -8 sum_g(qx) pairs (arranged_init; int16 for any int8 codes). A
+// row's two lanes added, then q6_k's float steps: the same bits.
 template <int NC>
 void q6_k_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0, float* y, int64_t y_stride) {
   const int64_t K = x.K, nsb = K / QK_K;

@@ -1,6 +1,6 @@
 // Fused decode kernels for the K-quants (AVX2): Q4_K and Q6_K (also in their repacked layouts
-// Q4_K_R8 and Q6_K_R8, read in word order) and Q5_K against Q8_K activations, eight rows per pass with one row per float
-// lane (qdirect_avx2.h), for up to four columns.
+// Q4_K_R8 and Q6_K_R8, read in word order) and Q5_K against Q8_K activations, eight rows per pass
+// with one row per float lane (qdirect_avx2.h), for up to four columns.
 // Per super-block and row the integer sums stay in registers; the eight rows' totals then take
 // one convert and one FMA per column (and one more for Q4_K/Q5_K's mins), qgemm.h's arithmetic.
 #if defined(__x86_64__)
@@ -236,12 +236,12 @@ void q6_k_r8_words(const uint8_t* w, int64_t, const QuantizedActs& x, int64_t c0
               std::memcpy(&v, a + 64 * t + 8 * i, 8);
               return _mm256_set1_epi64x(v);
             };
-            const __m256i L0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], word(tl, 0)), _mm256_maddubs_epi16(lo[1], word(tl, 1)));
-            const __m256i L1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], word(tl, 2)), _mm256_maddubs_epi16(lo[3], word(tl, 3)));
-            const __m256i H0 = _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], word(th, 0)), _mm256_maddubs_epi16(hi[1], word(th, 1)));
-            const __m256i H1 = _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], word(th, 2)), _mm256_maddubs_epi16(hi[3], word(th, 3)));
-            const __m256i lsum = _mm256_add_epi32(_mm256_madd_epi16(L0, sl), _mm256_madd_epi16(L1, sl));
-            const __m256i hsum = _mm256_add_epi32(_mm256_madd_epi16(H0, sh), _mm256_madd_epi16(H1, sh));
+            // Two words' int16 products of one chunk: (code register pair i, i + 1).
+            auto two = [&](const __m256i* q, int t, int i) {
+              return _mm256_add_epi16(_mm256_maddubs_epi16(q[i], word(t, i)), _mm256_maddubs_epi16(q[i + 1], word(t, i + 1)));
+            };
+            const __m256i lsum = _mm256_add_epi32(_mm256_madd_epi16(two(lo, tl, 0), sl), _mm256_madd_epi16(two(lo, tl, 2), sl));
+            const __m256i hsum = _mm256_add_epi32(_mm256_madd_epi16(two(hi, th, 0), sh), _mm256_madd_epi16(two(hi, th, 2), sh));
             S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(lsum, hsum));
           }
         }
