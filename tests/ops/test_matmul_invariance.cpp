@@ -286,8 +286,7 @@ TEST_CASE("grouped layouts: a repacked matrix gives its plain type's bits in MAT
       fused.push_back(crossover(grouped));
     }
     const bool kquant = plain == DType::Q4_K || plain == DType::Q6_K;
-    const std::vector<int64_t> Ks = kquant ? std::vector<int64_t>{256, 768, 2048}
-                                                         : std::vector<int64_t>{64, 320, 2048};
+    const std::vector<int64_t> Ks = kquant ? std::vector<int64_t>{256, 768, 2048} : std::vector<int64_t>{64, 320, 2048};
     for (int64_t K : Ks) {
       for (int64_t N : {8, 24, 40}) {
         CAPTURE(dtype_name(grouped));
