@@ -88,12 +88,51 @@ TEST_CASE("perf: the Llama-3.2-1B shape's bytes and FLOPs per token, by hand") {
   CHECK(op_bytes(a, "attention") == doctest::Approx(1001 * c.kv_bytes_per_token));
 }
 
+TEST_CASE("perf: the activations the ops between the products move, by hand") {
+  // Per layer: two residual adds (24 n_embd), each norm and its mul (16 n), ROPE over q and k
+  // (8 (q + k)), the KV store (6 (k + v)), the FFN's activation (12 per gated row, a token's
+  // experts); the output norm once (16 n_embd).
+  SUBCASE("Llama-3.2-1B: 2048 wide, q 2048, k and v 512, FFN 8192, 16 layers") {
+    const double layer = 24.0 * 2048 + 2 * 16.0 * 2048 + 8.0 * (2048 + 512) + 6.0 * (512 + 512) + 12.0 * 8192;
+    const ModelCosts c = model_costs(preset_shape("llama-3.2-1b", DType::Q4_0), "cpu", DType::F16, DType::F16);
+    CHECK(c.elementwise_bytes_per_token == doctest::Approx(16 * layer + 16.0 * 2048));
+  }
+  SUBCASE("Qwen3-0.6B: q/k norms of one head's width run over every head") {
+    const double q = 16 * 128, k = 8 * 128;
+    const double layer = 24.0 * 1024 + 2 * 16.0 * 1024 + 16.0 * (q + k) + 8.0 * (q + k) + 6.0 * (2 * k) + 12.0 * 3072;
+    const ModelCosts c = model_costs(preset_shape("qwen3-0.6b", DType::Q8_0), "cpu", DType::F16, DType::F16);
+    CHECK(c.elementwise_bytes_per_token == doctest::Approx(28 * layer + 16.0 * 1024));
+  }
+  SUBCASE("Qwen3-30B-A3B: 8 experts of 768 a token, and their sum") {
+    const double q = 32 * 128, k = 4 * 128;
+    const double layer = 24.0 * 2048 + 2 * 16.0 * 2048 + 16.0 * (q + k) + 8.0 * (q + k) + 6.0 * (2 * k) +
+                         12.0 * 768 * 8 + 4.0 * 9 * 2048;
+    const ModelCosts c = model_costs(preset_shape("qwen3-30b-a3b", DType::Q4_K), "cpu", DType::F16, DType::F16);
+    CHECK(c.elementwise_bytes_per_token == doctest::Approx(48 * layer + 16.0 * 2048));
+  }
+}
+
 TEST_CASE("perf: MLA's latent cache, an MoE layer's active bytes, windows and recurrent state") {
   SUBCASE("deepseek2: one latent + rope row per layer, read once for every head") {
     const ModelCosts c = model_costs(preset_shape("deepseek2", DType::F32), "gpu", DType::F16, DType::F16);
     CHECK(c.kv_bytes_per_token == 2 * (64 + 16) * 2.0);  // 2 layers x (kv_lora 64 + rope 16) x f16
     REQUIRE(c.attention.size() == 2);
     CHECK(c.attention[0].flops_per_pos == 2.0 * 4 * ((64 + 16) + 64));  // 4 heads: q.latent+rope, p.latent
+  }
+  SUBCASE("qwen3-30b-a3b: a calibrated expert stream prices the experts a decode step reads") {
+    const ModelCosts c = model_costs(preset_shape("qwen3-30b-a3b", DType::Q4_K), "cpu", DType::F16, DType::F16);
+    json j = {{"kind", "cpu"}, {"cores", 2}, {"memory_gb", 64}, {"memory_bandwidth_gbs", 40}, {"op_overhead_us", 0},
+              {"core_gflops", {{"int8", 1e6}}}, {"bandwidth_by_threads_gbs", {{"2", 40}}},
+              {"stream_gbs", {{"q4_K", 40}}}, {"expert_stream_gbs", {{"q4_K", 20}}},
+              {"efficiency", {{"memory", 1}, {"compute", 1}, {"attention", 1}}}};
+    PerfOptions o;
+    o.threads = 2;
+    const StepTime d = decode_step(c, parse_hw_profile(j, "experts"), o, 1, 0);
+    for (const OpTime& op : d.ops) {
+      CAPTURE(op.op);
+      if (op.op == "experts q4_K") CHECK(op.memory_seconds == doctest::Approx(op.bytes / 20e9));
+      if (op.op == "matmul q4_K") CHECK(op.memory_seconds == doctest::Approx(op.bytes / 40e9));
+    }
   }
   SUBCASE("qwen3-30b-a3b: 8 of 128 experts a token") {
     const ModelShape s = preset_shape("qwen3-30b-a3b", DType::Q8_0);
@@ -211,6 +250,23 @@ TEST_CASE("perf: a calibrated CPU profile's streams and attention rates in a ste
   CHECK(one.memory_seconds == doctest::Approx(one.bytes / 2.5e9));
   const OpTime chunk_slow = op(chunk_step(c, slow, o, 8, 5000, 1), "attention");
   CHECK(chunk_slow.memory_seconds == doctest::Approx(chunk_slow.bytes / 10e9));
+  // A chunk's attention to its own tokens at the diagonal's rate (1 GFLOP/s), to earlier positions
+  // at the prefill rate (2): 8 tokens at position 100 do 36 positions' pairs of their own, 800
+  // earlier ones.
+  j["attention_prefill_diag_gflops_by_head_dim"] = {{std::to_string(static_cast<int>(shape.hp.head_dim_k)), 1.0}};
+  const HwProfile diag = parse_hw_profile(j, "diagonal");
+  const double per_pos = c.attention[0].flops_per_pos * static_cast<double>(c.attention.size());
+  CHECK(op(chunk_step(c, diag, o, 8, 100, 1), "attention").compute_seconds ==
+        doctest::Approx(36 * per_pos / 1e9 + 800 * per_pos / 2e9));
+  CHECK(op(chunk_step(c, diag, o, 8, 0, 1), "attention").compute_seconds == doctest::Approx(36 * per_pos / 1e9));
+  // The elementwise ops: every token's activations at the measured rate (else the bandwidth).
+  CHECK(op(chunk_step(c, diag, o, 8, 100, 1), "elementwise").seconds ==
+        doctest::Approx(8 * c.elementwise_bytes_per_token / 10e9));
+  j["elementwise_gbs"] = 4;
+  const StepTime e = chunk_step(c, parse_hw_profile(j, "elementwise"), o, 8, 100, 1);
+  CHECK(op(e, "elementwise").bytes == doctest::Approx(8 * c.elementwise_bytes_per_token));
+  CHECK(op(e, "elementwise").seconds == doctest::Approx(8 * c.elementwise_bytes_per_token / 4e9));
+  CHECK(c.elementwise_bytes_per_token > 0);
 }
 
 TEST_CASE("perf: speculative decoding's expected tokens and speedup") {
@@ -263,22 +319,43 @@ TEST_CASE("perf: hardware profiles") {
   CHECK(m.compute_gflops("q4_0", 1, 1) == doctest::Approx(20));
   CHECK(m.compute_gflops("q4_0", 1, 8) == doctest::Approx(50));  // halfway in log2 to 64
   CHECK(m.compute_gflops("q4_0", 2, 512) == doctest::Approx(160));
-  // A type's measured stream (on all cores) scales with the thread count as the bandwidth does;
-  // a type not measured streams at the bandwidth.
-  j["stream_gbs"] = {{"q4_0", 24}};
-  j["stream_gbs_by_batch"] = {{"q4_0", {{"2", 12}, {"8", 30}}}};
+  // A type's measured stream (on all cores) scales with the thread count as the bandwidth does,
+  // and is at most the bandwidth; a type not measured streams at the bandwidth.
+  j["stream_gbs"] = {{"q4_0", 12}, {"q6_K", 24}};
+  j["stream_gbs_by_batch"] = {{"q4_0", {{"2", 6}, {"8", 30}}}};
   j["core_gflops_experts"] = {{"q4_0", 40}};
   j["attention_prefill_gflops_by_head_dim"] = {{"64", 8}, {"128", 16}};
   j["attention_decode_gflops_by_head_dim"] = {{"64", 4}};
   j["attention_stream_gbs_by_head_dim"] = {{"64", 6}, {"128", 8}};
+  j["attention_prefill_diag_gflops_by_head_dim"] = {{"128", 12}};
+  j["elementwise_gbs"] = 32;
+  j["expert_stream_gbs"] = {{"q4_0", 4}, {"q6_K", 40}};
   const HwProfile s = parse_hw_profile(parse_hw_profile(j, "measured").to_json(), "written");
-  CHECK(s.weight_bandwidth("q4_0", 2) == doctest::Approx(24));
-  CHECK(s.weight_bandwidth("q4_0", 1) == doctest::Approx(24 * 9.0 / 16));
+  // The diagonal's rate by the nearest measured width, on a share of the cores; none: 0. The
+  // elementwise rate scaled to the threads as the bandwidth; none: the bandwidth.
+  CHECK(s.attention_diag_rate(64, 2) == 12);
+  CHECK(s.attention_diag_rate(128, 1) == 6);
+  CHECK(m.attention_diag_rate(128, 2) == 0);
+  // Routed experts: their own batch-1 stream, moved by the dense stream's change with the batch,
+  // at most the bandwidth; a type without one streams as the dense products.
+  CHECK(s.expert_bandwidth("q4_0", 2) == doctest::Approx(4));
+  CHECK(s.expert_bandwidth("q4_0", 1) == doctest::Approx(4 * 9.0 / 16));
+  CHECK(s.expert_bandwidth("q4_0", 2, 2) == doctest::Approx(2));   // the dense stream halves at 2
+  CHECK(s.expert_bandwidth("q4_0", 2, 64) == doctest::Approx(4 * 16.0 / 12));  // the dense 12 -> 16 (capped)
+  CHECK(s.expert_bandwidth("q6_K", 2) == doctest::Approx(16));  // measured 40: above the bandwidth
+  CHECK(s.expert_bandwidth("q8_0", 1) == s.weight_bandwidth("q8_0", 1));
+  CHECK(s.elementwise_bandwidth(2) == 32);
+  CHECK(s.elementwise_bandwidth(1) == doctest::Approx(32 * 9.0 / 16));
+  CHECK(m.elementwise_bandwidth(1) == 9);
+  CHECK(s.weight_bandwidth("q4_0", 2) == doctest::Approx(12));
+  CHECK(s.weight_bandwidth("q4_0", 1) == doctest::Approx(12 * 9.0 / 16));
   CHECK(s.weight_bandwidth("q8_0", 1) == 9);
+  CHECK(s.weight_bandwidth("q6_K", 2) == doctest::Approx(16));  // measured 24: above the bandwidth
+  CHECK(s.weight_bandwidth("q6_K", 1) == doctest::Approx(9));
   // By batch: the largest measured batch at or below it.
-  CHECK(s.weight_bandwidth("q4_0", 2, 2) == doctest::Approx(12));
-  CHECK(s.weight_bandwidth("q4_0", 2, 5) == doctest::Approx(12));
-  CHECK(s.weight_bandwidth("q4_0", 2, 64) == doctest::Approx(30));
+  CHECK(s.weight_bandwidth("q4_0", 2, 2) == doctest::Approx(6));
+  CHECK(s.weight_bandwidth("q4_0", 2, 5) == doctest::Approx(6));
+  CHECK(s.weight_bandwidth("q4_0", 2, 64) == doctest::Approx(16));  // 30, capped
   // Routed experts: their own large-batch rate, toward the batch-1 rate below 64 tokens.
   CHECK(s.expert_compute_gflops("q4_0", "int8", 2, 512) == doctest::Approx(80));
   CHECK(s.expert_compute_gflops("q4_0", "int8", 1, 8) == doctest::Approx(30));  // halfway from 20 to 40
@@ -420,6 +497,7 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     CHECK(p.gflops_batch1.at(t) > 0);
     if (std::string(t) != "int8") {
       CHECK(p.stream_gbs.at(t) > 0);
+      CHECK(p.expert_stream_gbs.at(t) > 0);
       CHECK(p.stream_gbs_by_batch.at(t).size() == 3);
       CHECK(p.expert_gflops.at(t) > 0);
     }
@@ -428,11 +506,49 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   for (int head_dim : {64, 128}) {
     CAPTURE(head_dim);
     CHECK(p.attention_prefill_by_head_dim.at(head_dim) > 0);
+    CHECK(p.attention_prefill_diag_by_head_dim.at(head_dim) > 0);
     CHECK(p.attention_decode_by_head_dim.at(head_dim) > 0);
+    CHECK(p.attention_stream_by_head_dim.at(head_dim) > 0);
   }
+  CHECK(p.elementwise_gbs > 0);
   REQUIRE(perf.code == 0);
   CHECK(json::parse(perf.out)["decode_tok_s"].get<double>() > 0);
+
+  // --calibrate-memory measures the bandwidths and streams again and keeps the rest.
+  setenv("KESTREL_HW_PROFILE", prof.c_str(), 1);
+  setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
+  const auto mem = run_cli("bench --calibrate-memory");
+  const auto both = run_cli("bench --calibrate --calibrate-memory");
+  unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
+  REQUIRE(mem.code == 0);
+  const HwProfile r = load_hw_profile(prof);
+  CHECK(r.gflops == p.gflops);
+  CHECK(r.attention_prefill_by_head_dim == p.attention_prefill_by_head_dim);
+  CHECK(r.elementwise_gbs == p.elementwise_gbs);
+  CHECK(r.stream_gbs.size() == p.stream_gbs.size());
+  CHECK(r.expert_stream_gbs.size() == p.expert_stream_gbs.size());
+  CHECK(r.expert_stream_gbs != p.expert_stream_gbs);
+  CHECK(r.stream_gbs != p.stream_gbs);  // measured again: the same to the last bit would be a copy
+  for (const auto& [t, by_batch] : r.stream_gbs_by_batch) {
+    CAPTURE(t);
+    const double ratio = r.stream_gbs.at(t) / p.stream_gbs.at(t);
+    for (const auto& [batch, gbs] : by_batch) CHECK(gbs == doctest::Approx(p.stream_gbs_by_batch.at(t).at(batch) * ratio));
+  }
+  CHECK(r.sources.back().find("--calibrate-memory") != std::string::npos);
+  CHECK(both.code == 2);
+  // A profile another build measured, or none, is measured whole instead.
+  json other = r.to_json();
+  other["kestrel_commit"] = "0123abcd";
+  std::ofstream(prof) << other.dump();
+  const auto stale = run_cli("bench --calibrate-memory");
   std::remove(prof.c_str());
+  const auto none = run_cli("bench --calibrate-memory");
+  unsetenv("KESTREL_HW_PROFILE");
+  CHECK(stale.code == 2);
+  CHECK(stale.err.find("0123abcd") != std::string::npos);
+  CHECK(stale.err.find("kestrel bench --calibrate") != std::string::npos);
+  CHECK(none.code == 2);
+  CHECK(none.err.find("kestrel bench --calibrate") != std::string::npos);
 }
 
 TEST_CASE("kestrel run --trace writes a Perfetto trace of its ops and steps") {

@@ -109,11 +109,23 @@ Opts bench_options() {
               {"--json", "", "print the results as JSON"},
               {"--per-op", "", "also time each op of one decode step against the roofline"},
               {"--calibrate", "", "measure this machine for kestrel perf (bandwidth, compute per weight type, costs "
-                                  "per op) and save it as the profile 'local'; no model needed"}} +
+                                  "per op) and save it as the profile 'local'; no model needed"},
+              {"--calibrate-memory", "", "measure again only what memory's speed sets in the saved profile (read "
+                                         "bandwidth, the weight, expert and cache streams; a third of --calibrate's "
+                                         "time): a machine whose bandwidth drifts"}} +
          spec_options() + cache_options() + Opts{trace_option()};
 }
 
 int cmd_bench(const Args& a) {
+  if (a.has("--calibrate-memory")) {
+    if (a.has("--calibrate")) throw UsageError("bench: --calibrate measures everything; --calibrate-memory refreshes");
+    HwProfile p = load_hw_profile("local");
+    recalibrate_memory(p, true);
+    save_local_profile(p);
+    std::printf("%s\n", p.to_json().dump(2).c_str());
+    std::fprintf(stderr, "kestrel bench: saved %s\n", local_profile_path().c_str());
+    return 0;
+  }
   if (a.has("--calibrate")) {
     const int threads = static_cast<int>(a.integer("--threads", default_thread_count()));
     if (threads < 1) throw UsageError("bench: --threads must be >= 1");

@@ -200,6 +200,13 @@ int cmd_perf(const Args& a) {
     j["per_op"].push_back({{"op", op.op}, {"bytes", op.bytes}, {"flops", op.flops}, {"ms", 1e3 * op.seconds},
                            {"bound", op.compute_bound ? "compute" : "memory"}});
   j["overhead_ms"] = 1e3 * d1.overhead_seconds;
+  // The prompt's first chunk, by op class (a prefill's steps differ in attention only).
+  const int first = static_cast<int>(std::min<int64_t>(n_prompt, o.n_batch));
+  const StepTime p1 = chunk_step(c, hw, o, first, 0, first == n_prompt ? 1 : 0);
+  for (const OpTime& op : p1.ops)
+    j["per_op_prefill"].push_back({{"op", op.op}, {"bytes", op.bytes}, {"flops", op.flops}, {"ms", 1e3 * op.seconds},
+                                   {"bound", op.compute_bound ? "compute" : "memory"}});
+  j["prefill_chunk"] = {{"tokens", first}, {"overhead_ms", 1e3 * p1.overhead_seconds}};
   if (a.has("--spec-accept")) {
     const double alpha = a.number("--spec-accept", 0);
     const int gamma = static_cast<int>(a.integer("--spec-draft", 4));
@@ -308,13 +315,18 @@ int cmd_perf(const Args& a) {
                   static_cast<long long>(r["max_batch_at_ctx"].get<int64_t>()));
   }
   if (a.has("--per-op")) {
-    std::printf("\none decode step (batch 1, context %lld), by op class\n| op | bytes | GFLOP | ms | bound |\n|---|---:|---:|---:|---|\n",
-                static_cast<long long>(ctx));
-    for (const auto& r : j["per_op"])
-      std::printf("| %s | %s | %.3f | %.3f | %s |\n", r["op"].get<std::string>().c_str(),
-                  human_bytes(r["bytes"].get<double>()).c_str(), r["flops"].get<double>() / 1e9, r["ms"].get<double>(),
-                  r["bound"].get<std::string>().c_str());
-    std::printf("| fixed costs (ops, step) | | | %.3f | |\n", j["overhead_ms"].get<double>());
+    auto table = [&](const json& ops, double overhead_ms) {
+      std::printf("| op | bytes | GFLOP | ms | bound |\n|---|---:|---:|---:|---|\n");
+      for (const auto& r : ops)
+        std::printf("| %s | %s | %.3f | %.3f | %s |\n", r["op"].get<std::string>().c_str(),
+                    human_bytes(r["bytes"].get<double>()).c_str(), r["flops"].get<double>() / 1e9, r["ms"].get<double>(),
+                    r["bound"].get<std::string>().c_str());
+      std::printf("| fixed costs (ops, step) | | | %.3f | |\n", overhead_ms);
+    };
+    std::printf("\none decode step (batch 1, context %lld), by op class\n", static_cast<long long>(ctx));
+    table(j["per_op"], j["overhead_ms"].get<double>());
+    std::printf("\nthe prompt's first step (%d tokens from position 0), by op class\n", first);
+    table(j["per_op_prefill"], j["prefill_chunk"]["overhead_ms"].get<double>());
   }
   if (a.has("--plot")) std::fprintf(stderr, "kestrel perf: wrote %s\n", a.str("--plot").c_str());
   return 0;

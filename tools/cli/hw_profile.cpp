@@ -107,6 +107,15 @@ double HwProfile::weight_bandwidth(const std::string& type, int threads, double 
   if (auto b = stream_gbs_by_batch.find(type); b != stream_gbs_by_batch.end())
     for (const auto& [n, v] : b->second)
       if (n <= batch) gbs = v;  // ascending: the largest measured batch <= batch
+  if (!is_cpu() || cores <= 0) return gbs;
+  return std::min(gbs, bandwidth(cores)) * bandwidth(threads) / bandwidth(cores);
+}
+
+double HwProfile::expert_bandwidth(const std::string& type, int threads, double batch) const {
+  auto it = expert_stream_gbs.find(type);
+  if (it == expert_stream_gbs.end()) return weight_bandwidth(type, threads, batch);
+  const double at = weight_bandwidth(type, threads, batch) / weight_bandwidth(type, threads, 1);
+  const double gbs = std::min(it->second * at, bandwidth(cores));
   return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
 }
 
@@ -124,6 +133,17 @@ double HwProfile::attention_rate(bool decode, double head_dim, int threads) cons
   const std::map<int, double>& m = decode ? attention_decode_by_head_dim : attention_prefill_by_head_dim;
   const double g = nearest_width(m, head_dim, attention_gflops);
   return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
+}
+
+double HwProfile::attention_diag_rate(double head_dim, int threads) const {
+  if (attention_prefill_diag_by_head_dim.empty()) return 0;
+  const double g = nearest_width(attention_prefill_diag_by_head_dim, head_dim, 0);
+  return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
+}
+
+double HwProfile::elementwise_bandwidth(int threads) const {
+  if (elementwise_gbs <= 0) return bandwidth(threads);
+  return is_cpu() && cores > 0 ? elementwise_gbs * bandwidth(threads) / bandwidth(cores) : elementwise_gbs;
 }
 
 double HwProfile::attention_bandwidth(double head_dim, int threads) const {
@@ -166,6 +186,8 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.attention_prefill_by_head_dim = by_count(j, "attention_prefill_gflops_by_head_dim", origin, "head_dim");
   p.attention_decode_by_head_dim = by_count(j, "attention_decode_gflops_by_head_dim", origin, "head_dim");
   p.attention_stream_by_head_dim = by_count(j, "attention_stream_gbs_by_head_dim", origin, "head_dim");
+  p.attention_prefill_diag_by_head_dim = by_count(j, "attention_prefill_diag_gflops_by_head_dim", origin, "head_dim");
+  p.elementwise_gbs = positive(j, "elementwise_gbs", origin, false);
   p.stream_gbs = by_name(j, "stream_gbs", origin);
   if (j.contains("stream_gbs_by_batch")) {
     if (!j["stream_gbs_by_batch"].is_object())
@@ -175,6 +197,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
           by_count(j["stream_gbs_by_batch"], el.key(), origin, "batch", "stream_gbs_by_batch." + el.key());
   }
   p.expert_gflops = by_name(j, "core_gflops_experts", origin);
+  p.expert_stream_gbs = by_name(j, "expert_stream_gbs", origin);
   if (j.contains("efficiency")) {
     const auto& e = j["efficiency"];
     for (auto [key, dst] : {std::pair{"memory", &p.eff_memory}, {"compute", &p.eff_compute}, {"attention", &p.eff_attention}})
@@ -222,9 +245,13 @@ nlohmann::json HwProfile::to_json() const {
     j["attention_decode_gflops_by_head_dim"] = count_json(attention_decode_by_head_dim);
   if (!attention_stream_by_head_dim.empty())
     j["attention_stream_gbs_by_head_dim"] = count_json(attention_stream_by_head_dim);
+  if (!attention_prefill_diag_by_head_dim.empty())
+    j["attention_prefill_diag_gflops_by_head_dim"] = count_json(attention_prefill_diag_by_head_dim);
+  if (elementwise_gbs > 0) j["elementwise_gbs"] = elementwise_gbs;
   if (!stream_gbs.empty()) j["stream_gbs"] = stream_gbs;
   for (const auto& [type, by_batch] : stream_gbs_by_batch) j["stream_gbs_by_batch"][type] = count_json(by_batch);
   if (!expert_gflops.empty()) j["core_gflops_experts"] = expert_gflops;
+  if (!expert_stream_gbs.empty()) j["expert_stream_gbs"] = expert_stream_gbs;
   if (link_gbs > 0) j["interconnect"] = {{"name", link_name}, {"bandwidth_gbs", link_gbs}, {"latency_us", link_latency_us}};
   j["sources"] = sources;
   return j;

@@ -34,6 +34,9 @@ struct HwProfile {
   // Measured (calibrated CPU profiles), on all `cores` threads: attention's rate by head width, in
   // prefill (a chunk's queries against the cache) and in decode (one query per sequence).
   std::map<int, double> attention_prefill_by_head_dim, attention_decode_by_head_dim;
+  // The same for a chunk's attention to its own tokens (the causal triangle: tiles the mask cuts),
+  // where prefill_by_head_dim is its attention to earlier positions.
+  std::map<int, double> attention_prefill_diag_by_head_dim;
   // Measured (calibrated CPU profiles), on all `cores` threads: the GB/s a decode step's attention
   // reads a cache larger than the last-level caches at, by head width.
   std::map<int, double> attention_stream_by_head_dim;
@@ -46,6 +49,14 @@ struct HwProfile {
   // Measured (calibrated CPU profiles), per core: each weight type's routed-expert product
   // (MATMUL_ID: group by expert, gather, a product per expert, scatter) over a prefill's tokens.
   std::map<std::string, double> expert_gflops;
+  // Measured (calibrated CPU profiles), on all `cores` threads: what a decode step's routed
+  // experts of each type stream at (one token, k of E experts a layer: a product per expert), in
+  // place of stream_gbs for them.
+  std::map<std::string, double> expert_stream_gbs;
+  // Measured (calibrated CPU profiles), on all `cores` threads: the GB/s at which the ops between
+  // the products (norms, rope, KV stores, activations, residual adds) move a 512-token chunk's
+  // activations (ModelCosts::elementwise_bytes_per_token); 0: bandwidth().
+  double elementwise_gbs = 0;
   double eff_memory = 0.8, eff_compute = 0.6, eff_attention = 0.5;
   std::string link_name;
   double link_gbs = 0, link_latency_us = 0;  // between GPUs, one direction
@@ -57,12 +68,23 @@ struct HwProfile {
   // one op.
   double bandwidth(int threads) const;
   // Reading a weight of `type` (a dtype name) at `batch` columns: its measured stream (at the
-  // largest measured batch <= batch), scaled from all cores to `threads` as bandwidth() scales;
-  // else bandwidth(threads).
+  // largest measured batch <= batch), at most the memory's bandwidth (a stream measured above it
+  // caught a fast minute or the caches), scaled from all cores to `threads` as bandwidth()
+  // scales; else bandwidth(threads).
   double weight_bandwidth(const std::string& type, int threads, double batch = 1) const;
+  // Routed experts of `type` at `batch` tokens an expert: their measured batch-1 stream, times
+  // the dense stream's change from batch 1 to `batch`, at most the bandwidth; else
+  // weight_bandwidth.
+  double expert_bandwidth(const std::string& type, int threads, double batch = 1) const;
   // Attention's GFLOP/s for heads of `head_dim` (the nearest measured width), prefill or decode,
   // at `threads`; 0 when the profile has no measurement (the model then uses a format's rate).
   double attention_rate(bool decode, double head_dim, int threads) const;
+  // A prefill chunk's attention to its own tokens: the measured diagonal rate (as attention_rate
+  // finds a width and scales it), 0 when not measured.
+  double attention_diag_rate(double head_dim, int threads) const;
+  // The elementwise ops' rate through their activations at `threads` (GB/s): elementwise_gbs
+  // scaled from all cores as bandwidth() scales, else bandwidth(threads).
+  double elementwise_bandwidth(int threads) const;
   // A decode step's attention reading its cache: the measured stream of the nearest head width,
   // scaled from all cores to `threads` as bandwidth() scales; else bandwidth(threads).
   double attention_bandwidth(double head_dim, int threads) const;

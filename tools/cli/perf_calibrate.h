@@ -10,6 +10,11 @@ namespace kestrel::cli {
 
 // Measures (progress lines on stderr when verbose) and returns the profile named "local".
 HwProfile calibrate_cpu(int max_threads, bool verbose);
+// Measures again only what the memory's speed sets in a profile calibrate_cpu made (by this build
+// of kestrel: UsageError otherwise): the read bandwidths, each type's batch-1 stream (its batches
+// 2-8 scaled alike), the experts' streams and attention's cache streams: a third of the whole
+// calibration's time, for a shared machine whose bandwidth drifts from one minute to the next.
+void recalibrate_memory(HwProfile& p, bool verbose);
 // Writes it to local_profile_path() (creating the directory); throws UsageError when it cannot.
 void save_local_profile(const HwProfile& p);
 

@@ -31,6 +31,60 @@ int block_index(const std::string& name) {
   return std::sscanf(name.c_str(), "blk.%d.", &blk) == 1 ? blk : -1;
 }
 
+bool ends_with(const std::string& s, const char* tail) {
+  const size_t n = std::char_traits<char>::length(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// The bytes of activations the ops between the products read and write per token, layer by layer
+// (4 bytes a value; the reads and writes of each op, not what stays in registers):
+// - each norm weight of n values (an RMS_NORM and its MUL, n in and out each): 16 n; a q/k norm
+//   of one head's width runs over every head of q (k);
+// - each bias of n values (an ADD): 12 n;
+// - two residual ADDs of n_embd (two in, one out): 24 n_embd;
+// - an attention layer: ROPE over q and k (in and out) and the KV store of its K and V rows
+//   (F32 in, F16 out);
+// - the FFN's activation per ffn_up row it multiplies (a token's experts: n_expert_used of them):
+//   gate and up in, one out (12 bytes), or one in, one out without a gate (8); an MoE layer's
+//   sum of its experts' outputs, (k + 1) n_embd.
+double elementwise_bytes_per_token(const ModelShape& shape) {
+  const HParams& h = shape.hp;
+  const double q = static_cast<double>(h.n_head) * h.head_dim_k, k = static_cast<double>(h.n_head_kv) * h.head_dim_k;
+  std::vector<double> layer(static_cast<size_t>(std::max(0, h.n_layer)), 24.0 * h.n_embd);
+  std::vector<char> gated(layer.size(), 0), moe(layer.size(), 0);
+  for (const ShapeTensor& t : shape.tensors)
+    if (const int l = block_index(t.name); l >= 0 && l < h.n_layer && contains(t.name, "ffn_gate") &&
+        !contains(t.name, "ffn_gate_inp"))
+      gated[static_cast<size_t>(l)] = 1;
+  for (const ShapeTensor& t : shape.tensors) {
+    const int l = block_index(t.name);
+    if (l < 0 || l >= h.n_layer) continue;
+    double& b = layer[static_cast<size_t>(l)];
+    const bool vector = t.ne.size() == 1 || (t.ne.size() >= 2 && t.ne[1] == 1);
+    const double n = t.ne.empty() ? 0 : static_cast<double>(t.ne[0]);
+    if (vector && ends_with(t.name, "norm.weight")) {
+      const bool per_head = n == h.head_dim_k;
+      b += 16.0 * (per_head && contains(t.name, "attn_q_norm") ? q : per_head && contains(t.name, "attn_k_norm") ? k : n);
+    } else if (vector && ends_with(t.name, ".bias") && !contains(t.name, "_exps")) {
+      b += 12.0 * n;
+    } else if (contains(t.name, "ffn_up") && t.ne.size() >= 2 && t.ne[1] > 1) {
+      const bool experts = contains(t.name, "_exps");
+      if (experts) moe[static_cast<size_t>(l)] = 1;
+      b += (gated[static_cast<size_t>(l)] ? 12.0 : 8.0) * static_cast<double>(t.ne[1]) * (experts ? h.n_expert_used : 1);
+    }
+  }
+  double total = 16.0 * h.n_embd;  // the output norm
+  for (size_t l = 0; l < layer.size(); ++l) {
+    if (l < shape.kv.k_rows.size() && shape.kv.k_rows[l] > 0) {
+      const double v = shape.kv.v_in_k ? 0.0 : static_cast<double>(shape.kv.v_rows[l]);
+      layer[l] += 8.0 * (q + k) + 6.0 * (static_cast<double>(shape.kv.k_rows[l]) + v);
+    }
+    if (moe[l]) layer[l] += 4.0 * (h.n_expert_used + 1) * h.n_embd;
+    total += layer[l];
+  }
+  return total;
+}
+
 }  // namespace
 
 double expected_distinct_experts(int E, int k, double n_tokens) {
@@ -115,6 +169,7 @@ ModelCosts model_costs(const ModelShape& shape, const std::string& hw_kind, DTyp
     }
   // Norms, rope, activations, residual adds, the attention or scan itself: about ten per layer.
   c.n_other_ops = 10 * h.n_layer + 3;
+  c.elementwise_bytes_per_token = elementwise_bytes_per_token(shape);
   return c;
 }
 
@@ -126,15 +181,24 @@ struct Rates {
   const PerfOptions* o = nullptr;
   // A weight type's stream at `batch` columns where the profile measured it (bytes/s, effective).
   double weight_bw(const MatmulCost& m, double batch) const {
-    return hw->weight_bandwidth(m.type, o->threads, batch) * 1e9 * hw->eff_memory;
+    return (m.experts ? hw->expert_bandwidth(m.type, o->threads, batch) : hw->weight_bandwidth(m.type, o->threads, batch)) *
+           1e9 * hw->eff_memory;
   }
   // Attention's FLOP/s, effective: measured by head width where calibrated, else a format's.
   double att_flops(bool decode, double head_dim) const {
     const double g = hw->attention_rate(decode, head_dim, o->threads);
     return g > 0 ? g * 1e9 : hw->compute_gflops(hw->is_cpu() ? "f32" : "f16", o->threads) * 1e9 * hw->eff_attention;
   }
+  // A chunk's attention to its own tokens (the causal triangle, whose tiles the mask cuts):
+  // measured where calibrated, else the rate against earlier positions.
+  double att_diag_flops(double head_dim) const {
+    const double g = hw->attention_diag_rate(head_dim, o->threads);
+    return g > 0 ? g * 1e9 : att_flops(false, head_dim);
+  }
   // A decode step's attention reading its cache (bytes/s, effective): measured where calibrated.
   double att_bw(double head_dim) const { return hw->attention_bandwidth(head_dim, o->threads) * 1e9 * hw->eff_memory; }
+  // The ops between the products, through their activations (bytes/s, effective).
+  double elementwise_bw() const { return hw->elementwise_bandwidth(o->threads) * 1e9 * hw->eff_memory; }
   double flops(const std::string& format, double n_tokens) const {
     return hw->compute_gflops(format, o->threads, n_tokens) * 1e9 * hw->eff_compute;
   }
@@ -175,6 +239,12 @@ double link_seconds(const ModelCosts& c, const HwProfile& hw, int tp, double tok
   const double bw = (hw.link_gbs > 0 ? hw.link_gbs : 1) * 1e9;
   const double one = 2.0 * (tp - 1) / tp * bytes / bw + 2.0 * (tp - 1) * hw.link_latency_us * 1e-6;
   return 2.0 * c.n_layer * one;
+}
+
+// The norms, rope, KV stores, activations and residual adds of n_tokens tokens.
+void add_elementwise(StepTime& s, const ModelCosts& c, const Rates& r, double n_tokens) {
+  if (c.elementwise_bytes_per_token > 0)
+    add_op(s, "elementwise", n_tokens * c.elementwise_bytes_per_token, 0, r.elementwise_bw(), 0, r.o->tp, false);
 }
 
 void finish(StepTime& s, const ModelCosts& c, const HwProfile& hw, const PerfOptions& o, double tokens) {
@@ -224,6 +294,7 @@ StepTime decode_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions
     add_op(s, "attention", batch * kv, batch * fl, reading > 0 ? kv / reading : r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * batch * c.state_bytes_per_seq, batch * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
+  add_elementwise(s, c, r, batch);
   finish(s, c, hw, o, batch);
   return s;
 }
@@ -237,15 +308,18 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
   // decode step's as decode_step's, a chunk's at the bandwidth)
   double kv = 0, fl = 0, seconds = 0, reading = 0;
   for (const AttentionLayerCost& a : c.attention) {
-    // Causal: token i attends to min(pos + i + 1, window) positions; the cache is read once per
-    // chunk (flash attention's tiles) and the chunk's own rows written.
-    double layer = 0;
+    // Causal: token i attends to min(pos + i + 1, window) positions, up to i + 1 of them the
+    // chunk's own (the diagonal's tiles, at their own rate in a prefill); the cache is read once
+    // per chunk (flash attention's tiles) and the chunk's own rows written.
+    double own = 0, earlier = 0;
     for (int i = 0; i < n_tokens; ++i) {
-      const int64_t n = pos + i + 1;
-      layer += static_cast<double>(a.window > 0 ? std::min<int64_t>(n, a.window) : n) * a.flops_per_pos;
+      const int64_t n = a.window > 0 ? std::min<int64_t>(pos + i + 1, a.window) : pos + i + 1;
+      const int64_t mine = std::min<int64_t>(n, i + 1);
+      own += static_cast<double>(mine) * a.flops_per_pos, earlier += static_cast<double>(n - mine) * a.flops_per_pos;
     }
-    fl += layer;
-    seconds += layer / r.att_flops(n_tokens == 1, a.head_dim);
+    fl += own + earlier;
+    seconds += n_tokens == 1 ? (own + earlier) / r.att_flops(true, a.head_dim)
+                             : own / r.att_diag_flops(a.head_dim) + earlier / r.att_flops(false, a.head_dim);
     const int64_t read = a.window > 0 ? std::min<int64_t>(pos + n_tokens, a.window + n_tokens) : pos + n_tokens;
     const double bytes = static_cast<double>(read + n_tokens) * a.kv_bytes_per_pos;
     kv += bytes;
@@ -255,6 +329,7 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
     add_op(s, "attention", kv, fl, reading > 0 ? kv / reading : r.bw, fl / seconds, o.tp, false);
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * c.state_bytes_per_seq, n_tokens * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
+  add_elementwise(s, c, r, n_tokens);
   finish(s, c, hw, o, n_tokens);
   return s;
 }

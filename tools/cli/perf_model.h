@@ -39,6 +39,10 @@ struct ModelCosts {
   double ssm_flops_per_token = 0;
   int n_expert = 0, n_expert_used = 0;
   int n_other_ops = 0;              // norms, rope, activations, residual adds per step
+  // The activations those ops read and write per token (F32 in and out; the KV stores' F16 out),
+  // counted per layer from its tensors (elementwise_bytes_per_token in perf_model.cpp). A chunk of
+  // 512 tokens streams them through the caches: the calibrated elementwise rate prices them.
+  double elementwise_bytes_per_token = 0;
   double weights_bytes = 0;         // every tensor of the file
   double weights_bytes_active = 0;  // what one token reads
   double kv_bytes_per_token = 0;    // Kestrel's cache: every attention layer, every position

@@ -5,10 +5,13 @@ to the next, so every round of a row calibrates, predicts and measures within a 
 a row reports the medians of its rounds. Synthetic models are written to DIR once and reused.
 
   tools/dev/perf_validate.py [--build build] [--dir /tmp] [--rounds 3] [--threads N]
-                             [--only decode|depth|batch] [--calibrate row|once|none]
+                             [--only decode|depth|batch] [--calibrate row|memory|refresh|once|none]
 
-A calibration takes minutes. --calibrate once calibrates at the start only, none uses the profile
-`kestrel bench --calibrate` saved last: quicker, but the rows then see the machine's drift since.
+A calibration takes minutes. --calibrate memory calibrates at the start and then measures only what
+memory's speed sets (`kestrel bench --calibrate-memory`, 2-3 minutes) before every round of
+every row; refresh does that with the profile saved last (no calibration at the start); once
+calibrates at the start only, none uses the profile saved last: quicker, but the rows then see the
+machine's drift since.
 """
 import argparse
 import json
@@ -27,10 +30,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--only", choices=["decode", "depth", "batch"])
-    ap.add_argument("--depths", default="1024,4096", help="context depths of the depth rows")
+    ap.add_argument("--depths", default="4096,16384", help="context depths of the depth rows")
     ap.add_argument("--models", help="only these files' rows (comma-separated base names)")
-    ap.add_argument("--calibrate", choices=["row", "once", "none"], default="row",
-                    help="calibrate before every round of every row (default), once, or not at all")
+    ap.add_argument("--calibrate", choices=["row", "memory", "refresh", "once", "none"], default="row",
+                    help="calibrate before every round of every row (default); once, then the memory's "
+                         "part before every round; only the memory's part before every round; once; or not "
+                         "at all")
     a = ap.parse_args()
     k = os.path.join(a.build, "kestrel")
     t = str(a.threads)
@@ -50,9 +55,11 @@ def main():
     calibrated = []
 
     def calibrate():
-        if a.calibrate == "row" or (a.calibrate == "once" and not calibrated):
+        if a.calibrate == "row" or (a.calibrate in ("once", "memory") and not calibrated):
             run("bench", "--calibrate", "-t", t)
             calibrated.append(True)
+        elif a.calibrate in ("memory", "refresh"):
+            run("bench", "--calibrate-memory")
 
     def predict(model, ctx, batches=None):
         args = ["perf", "-m", model, "--hw", "local", "-t", t, "--ctx", ctx, "-p", 512, "--json"]
@@ -123,7 +130,7 @@ def main():
         print("| model | context | pp512 predicted | measured | error | tg32 predicted | measured | error |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for d in map(int, a.depths.split(",")):
-            for m in (l1b["q4_0"], q06):
+            for m in (l1b["q4_0"], l1b["q8_0"], l1b["q4_K"], q06, q30, oss):
                 row(m, d)
     if a.only in (None, "batch"):
         print("| model | concurrent requests | tok/s predicted | measured | error |")
