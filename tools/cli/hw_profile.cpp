@@ -100,25 +100,6 @@ double HwProfile::scaled(double g, const std::string& format, int threads, doubl
   return is_cpu() ? g * std::max(1, std::min(threads, cores > 0 ? cores : threads)) : g;
 }
 
-double HwProfile::weight_bandwidth(const std::string& type, int threads, double batch) const {
-  auto it = stream_gbs.find(type);
-  if (it == stream_gbs.end()) return bandwidth(threads);
-  double gbs = it->second;
-  if (auto b = stream_gbs_by_batch.find(type); b != stream_gbs_by_batch.end())
-    for (const auto& [n, v] : b->second)
-      if (n <= batch) gbs = v;  // ascending: the largest measured batch <= batch
-  if (!is_cpu() || cores <= 0) return gbs;
-  return std::min(gbs, bandwidth(cores)) * bandwidth(threads) / bandwidth(cores);
-}
-
-double HwProfile::expert_bandwidth(const std::string& type, int threads, double batch) const {
-  auto it = expert_stream_gbs.find(type);
-  if (it == expert_stream_gbs.end()) return weight_bandwidth(type, threads, batch);
-  const double at = weight_bandwidth(type, threads, batch) / weight_bandwidth(type, threads, 1);
-  const double gbs = std::min(it->second * at, bandwidth(cores));
-  return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
-}
-
 namespace {
 // The value of the width nearest head_dim in log2, or `otherwise` when m is empty.
 double nearest_width(const std::map<int, double>& m, double head_dim, double otherwise) {
@@ -127,29 +108,52 @@ double nearest_width(const std::map<int, double>& m, double head_dim, double oth
     if (const double dist = std::fabs(std::log2(d / std::max(1.0, head_dim))); dist < best) best = dist, g = v;
   return g;
 }
+
+// A stream a CPU profile measured on all its cores, at `threads`: scaled as the bandwidth scales.
+double stream_at_threads(const HwProfile& p, double gbs, int threads) {
+  return p.is_cpu() && p.cores > 0 ? gbs * p.bandwidth(threads) / p.bandwidth(p.cores) : gbs;
+}
+
+// A rate a CPU profile measured on all its cores, on `threads` of them.
+double rate_at_threads(const HwProfile& p, double g, int threads) {
+  return p.is_cpu() && p.cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / p.cores) : g;
+}
 }  // namespace
+
+double HwProfile::weight_bandwidth(const std::string& type, int threads, double batch) const {
+  auto it = stream_gbs.find(type);
+  if (it == stream_gbs.end()) return bandwidth(threads);
+  double gbs = it->second;
+  if (auto b = stream_gbs_by_batch.find(type); b != stream_gbs_by_batch.end())
+    for (const auto& [n, v] : b->second)
+      if (n <= batch) gbs = v;  // ascending: the largest measured batch <= batch
+  return stream_at_threads(*this, is_cpu() && cores > 0 ? std::min(gbs, bandwidth(cores)) : gbs, threads);
+}
+
+double HwProfile::expert_bandwidth(const std::string& type, int threads, double batch) const {
+  auto it = expert_stream_gbs.find(type);
+  if (it == expert_stream_gbs.end()) return weight_bandwidth(type, threads, batch);
+  const double at = weight_bandwidth(type, threads, batch) / weight_bandwidth(type, threads, 1);
+  return stream_at_threads(*this, std::min(it->second * at, bandwidth(cores)), threads);
+}
 
 double HwProfile::attention_rate(bool decode, double head_dim, int threads) const {
   const std::map<int, double>& m = decode ? attention_decode_by_head_dim : attention_prefill_by_head_dim;
-  const double g = nearest_width(m, head_dim, attention_gflops);
-  return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
+  return rate_at_threads(*this, nearest_width(m, head_dim, attention_gflops), threads);
 }
 
 double HwProfile::attention_diag_rate(double head_dim, int threads) const {
-  if (attention_prefill_diag_by_head_dim.empty()) return 0;
-  const double g = nearest_width(attention_prefill_diag_by_head_dim, head_dim, 0);
-  return is_cpu() && cores > 0 ? g * std::min(1.0, static_cast<double>(threads) / cores) : g;
+  return rate_at_threads(*this, nearest_width(attention_prefill_diag_by_head_dim, head_dim, 0), threads);
 }
 
 double HwProfile::elementwise_bandwidth(int threads) const {
   if (elementwise_gbs <= 0) return bandwidth(threads);
-  return is_cpu() && cores > 0 ? elementwise_gbs * bandwidth(threads) / bandwidth(cores) : elementwise_gbs;
+  return stream_at_threads(*this, elementwise_gbs, threads);
 }
 
 double HwProfile::attention_bandwidth(double head_dim, int threads) const {
   if (attention_stream_by_head_dim.empty()) return bandwidth(threads);
-  const double gbs = nearest_width(attention_stream_by_head_dim, head_dim, 0);
-  return is_cpu() && cores > 0 ? gbs * bandwidth(threads) / bandwidth(cores) : gbs;
+  return stream_at_threads(*this, nearest_width(attention_stream_by_head_dim, head_dim, 0), threads);
 }
 
 double HwProfile::op_us(int threads) const {
