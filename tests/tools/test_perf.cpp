@@ -519,6 +519,7 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
   const auto mem = run_cli("bench --calibrate-memory");
   const auto both = run_cli("bench --calibrate --calibrate-memory");
+  const auto threads = run_cli("bench --calibrate-memory -t 1");
   unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
   REQUIRE(mem.code == 0);
   const HwProfile r = load_hw_profile(prof);
@@ -536,6 +537,8 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   }
   CHECK(r.sources.back().find("--calibrate-memory") != std::string::npos);
   CHECK(both.code == 2);
+  CHECK(threads.code == 2);
+  CHECK(threads.err.find("--threads") != std::string::npos);
   // A profile another build measured, or none, is measured whole instead.
   json other = r.to_json();
   other["kestrel_commit"] = "0123abcd";

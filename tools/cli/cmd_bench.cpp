@@ -119,6 +119,10 @@ Opts bench_options() {
 int cmd_bench(const Args& a) {
   if (a.has("--calibrate-memory")) {
     if (a.has("--calibrate")) throw UsageError("bench: --calibrate measures everything; --calibrate-memory refreshes");
+    for (const char* flag : {"--threads", "--model"})
+      if (a.has(flag))
+        throw UsageError(std::string("bench: --calibrate-memory measures the saved profile's thread counts, no model: drop ") +
+                         flag);
     HwProfile p = load_hw_profile("local");
     recalibrate_memory(p, true);
     save_local_profile(p);
