@@ -3,6 +3,7 @@
 // SVG).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -537,6 +538,28 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   }
   CHECK(r.sources.back().find("--calibrate-memory") != std::string::npos);
   CHECK(both.code == 2);
+  // With -m, only the streams that model reads: qwen3moe-f16's products and experts are F16, so
+  // F16's two streams are measured again and Q8_0's keep the values planted here. The note on the
+  // refresh stays one line, however many refreshes there were.
+  const std::string moe = kestrel::test::testdata_file("models/qwen3moe-f16.gguf");
+  if (!moe.empty()) {
+    json planted = r.to_json();
+    planted["stream_gbs"]["f16"] = 0.125, planted["expert_stream_gbs"]["f16"] = 0.375;
+    planted["stream_gbs"]["q8_0"] = 0.25, planted["expert_stream_gbs"]["q8_0"] = 0.5;
+    std::ofstream(prof) << planted.dump();
+    setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
+    const auto one = run_cli("bench --calibrate-memory -m " + moe);
+    unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
+    REQUIRE(one.code == 0);
+    const HwProfile m = load_hw_profile(prof);
+    CHECK(m.stream_gbs.at("f16") != 0.125);
+    CHECK(m.expert_stream_gbs.at("f16") != 0.375);
+    CHECK(m.stream_gbs.at("q8_0") == 0.25);
+    CHECK(m.expert_stream_gbs.at("q8_0") == 0.5);
+    CHECK(std::count_if(m.sources.begin(), m.sources.end(), [](const std::string& s) {
+            return s.find("--calibrate-memory") != std::string::npos;
+          }) == 1);
+  }
   CHECK(threads.code == 2);
   CHECK(threads.err.find("--threads") != std::string::npos);
   // A profile another build measured, or none, is measured whole instead.

@@ -30,7 +30,10 @@
 #include "bench_spec.h"
 #include "common.h"
 #include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/shape.h"
 #include "perf_calibrate.h"
+#include "perf_model.h"
 
 namespace kestrel::cli {
 namespace {
@@ -93,6 +96,19 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
   }
 }
 
+// The streams a model's step reads: its products' weight types, its routed experts' types.
+MemoryScope memory_scope_of(const std::string& path) {
+  auto f = gguf::File::open(path);
+  if (!f.ok()) throw UsageError("bench: " + f.status().message());
+  auto shape = model_shape(*f.value());
+  if (!shape.ok()) throw UsageError("bench: " + shape.status().message());
+  MemoryScope scope;
+  scope.all = false;
+  for (const MatmulCost& m : model_costs(shape.value(), "cpu", DType::F16, DType::F16).matmuls)
+    if (!m.gather) (m.experts ? scope.experts : scope.dense).insert(m.type);
+  return scope;
+}
+
 }  // namespace
 
 Opts bench_options() {
@@ -112,19 +128,18 @@ Opts bench_options() {
                                   "per op) and save it as the profile 'local'; no model needed"},
               {"--calibrate-memory", "", "measure again only what memory's speed sets in the saved profile (read "
                                          "bandwidth, the weight, expert and cache streams; a third of --calibrate's "
-                                         "time): a machine whose bandwidth drifts"}} +
+                                         "time): a machine whose bandwidth drifts; with -m, only the streams that "
+                                         "model reads (a tenth)"}} +
          spec_options() + cache_options() + Opts{trace_option()};
 }
 
 int cmd_bench(const Args& a) {
   if (a.has("--calibrate-memory")) {
     if (a.has("--calibrate")) throw UsageError("bench: --calibrate measures everything; --calibrate-memory refreshes");
-    for (const char* flag : {"--threads", "--model"})
-      if (a.has(flag))
-        throw UsageError(std::string("bench: --calibrate-memory measures the saved profile's thread counts, no model: drop ") +
-                         flag);
+    if (a.has("--threads"))
+      throw UsageError("bench: --calibrate-memory measures the saved profile's thread counts: drop --threads");
     HwProfile p = load_hw_profile("local");
-    recalibrate_memory(p, true);
+    recalibrate_memory(p, true, a.has("--model") ? memory_scope_of(a.str("--model")) : MemoryScope{});
     save_local_profile(p);
     std::printf("%s\n", p.to_json().dump(2).c_str());
     std::fprintf(stderr, "kestrel bench: saved %s\n", local_profile_path().c_str());

@@ -602,7 +602,7 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   return p;
 }
 
-void recalibrate_memory(HwProfile& p, bool verbose) {
+void recalibrate_memory(HwProfile& p, bool verbose, const MemoryScope& scope) {
   if (!p.is_cpu() || p.bandwidth_by_threads.empty() || p.stream_gbs.empty())
     throw UsageError("calibrate: --calibrate-memory refreshes a profile kestrel bench --calibrate measured; this one "
                      "has no measured bandwidths (run kestrel bench --calibrate)");
@@ -624,11 +624,14 @@ void recalibrate_memory(HwProfile& p, bool verbose) {
   for (auto& [name, gbs] : p.stream_gbs) {
     DType t;
     if (!dtype_from_name(name.c_str(), &t)) continue;
-    const double now = weight_stream_gbs(t, 1, p.cores, op_fixed_s), ratio = now / gbs;
-    if (verbose) std::fprintf(stderr, "calibrate: %s streams %.1f GB/s at batch 1 (was %.1f)\n", name.c_str(), now, gbs);
-    gbs = now;
-    for (auto& [batch, b] : p.stream_gbs_by_batch[name]) b *= ratio;
-    if (auto e = p.expert_stream_gbs.find(name); e != p.expert_stream_gbs.end()) {
+    if (scope.all || scope.dense.count(name)) {
+      const double now = weight_stream_gbs(t, 1, p.cores, op_fixed_s), ratio = now / gbs;
+      if (verbose) std::fprintf(stderr, "calibrate: %s streams %.1f GB/s at batch 1 (was %.1f)\n", name.c_str(), now, gbs);
+      gbs = now;
+      for (auto& [batch, b] : p.stream_gbs_by_batch[name]) b *= ratio;
+    }
+    if (auto e = p.expert_stream_gbs.find(name);
+        e != p.expert_stream_gbs.end() && (scope.all || scope.experts.count(name))) {
       e->second = expert_stream_gbs(t, p.cores, op_fixed_s);
       if (verbose) std::fprintf(stderr, "calibrate: %s experts stream %.1f GB/s at batch 1\n", name.c_str(), e->second);
     }
@@ -637,9 +640,11 @@ void recalibrate_memory(HwProfile& p, bool verbose) {
     gbs = attention_stream_gbs(head_dim, p.cores);
     if (verbose) std::fprintf(stderr, "calibrate: attention at heads of %d streams a long cache at %.1f GB/s\n", head_dim, gbs);
   }
+  // Said once, however many refreshes followed (earlier builds said it once per refresh).
+  std::erase_if(p.sources, [](const std::string& s) { return s.find("measured again by kestrel bench --calibrate-memory") != std::string::npos; });
   p.sources.push_back("bandwidth_by_threads_gbs, stream_gbs (stream_gbs_by_batch scaled with it), "
                       "expert_stream_gbs and attention_stream_gbs_by_head_dim measured again by kestrel bench "
-                      "--calibrate-memory");
+                      "--calibrate-memory (with -m, only the streams of that model's weight types)");
 }
 
 void save_local_profile(const HwProfile& p) {

@@ -8,8 +8,8 @@ a row reports the medians of its rounds. Synthetic models are written to DIR onc
                              [--only decode|depth|batch] [--calibrate row|memory|refresh|once|none]
 
 A calibration takes minutes. --calibrate memory calibrates at the start and then measures only what
-memory's speed sets (`kestrel bench --calibrate-memory`, 2-3 minutes) before every round of
-every row; refresh does that with the profile saved last (no calibration at the start); once
+memory's speed sets for the row's model (`kestrel bench --calibrate-memory -m MODEL`, 15-60 s)
+before every round of every row; refresh does that with the profile saved last (no calibration at the start); once
 calibrates at the start only, none uses the profile saved last: quicker, but the rows then see the
 machine's drift since.
 """
@@ -54,12 +54,12 @@ def main():
 
     calibrated = []
 
-    def calibrate():
+    def calibrate(model):
         if a.calibrate == "row" or (a.calibrate in ("once", "memory") and not calibrated):
             run("bench", "--calibrate", "-t", t)
             calibrated.append(True)
         elif a.calibrate in ("memory", "refresh"):
-            run("bench", "--calibrate-memory")
+            run("bench", "--calibrate-memory", "-m", model)  # the streams this row's model reads
 
     def predict(model, ctx, batches=None):
         args = ["perf", "-m", model, "--hw", "local", "-t", t, "--ctx", ctx, "-p", 512, "--json"]
@@ -81,7 +81,7 @@ def main():
             return
         pp_p, pp_m, tg_p, tg_m = [], [], [], []
         for _ in range(a.rounds):
-            calibrate()
+            calibrate(model)
             p = predict(model, depth + 16)
             bench = json.loads(run("bench", "-m", model, "-t", t, "-p", 512 if depth == 0 else 0, "-n", 32,
                                    "-r", 2, "--n-depth", depth, "--json"))
@@ -108,7 +108,7 @@ def main():
             return
         pred, meas = {b: [] for b in batches}, {b: [] for b in batches}
         for _ in range(a.rounds):
-            calibrate()
+            calibrate(model)
             p = predict(model, 48, batches)
             for d in p["decode_by_batch"]:
                 pred[int(d["batch"])].append(d["tok_s"])
