@@ -559,6 +559,27 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     CHECK(std::count_if(m.sources.begin(), m.sources.end(), [](const std::string& s) {
             return s.find("--calibrate-memory") != std::string::npos;
           }) == 1);
+    // --calibrate -m: the model's rates too (a prefill's side), attention's and the elementwise ops'.
+    planted = m.to_json();
+    planted["core_gflops"]["f16"] = 0.5, planted["core_gflops_experts"]["f16"] = 0.625;
+    planted["core_gflops"]["q8_0"] = 0.75, planted["core_gflops_experts"]["q8_0"] = 0.875;
+    planted["elementwise_gbs"] = 0.25, planted["attention_prefill_gflops_by_head_dim"]["64"] = 0.25;
+    std::ofstream(prof) << planted.dump();
+    setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
+    const auto rates = run_cli("bench --calibrate -m " + moe);
+    const auto rates_t = run_cli("bench --calibrate -m " + moe + " -t 1");
+    unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
+    REQUIRE(rates.code == 0);
+    const HwProfile c = load_hw_profile(prof);
+    CHECK(c.gflops.at("f16") != 0.5);
+    CHECK(c.expert_gflops.at("f16") != 0.625);
+    CHECK(c.gflops.at("q8_0") == 0.75);
+    CHECK(c.expert_gflops.at("q8_0") == 0.875);
+    CHECK(c.elementwise_gbs != 0.25);
+    CHECK(c.attention_prefill_by_head_dim.at(64) != 0.25);
+    CHECK(c.stream_gbs.at("q8_0") == 0.25);
+    CHECK(c.sources.back().find("--calibrate -m") != std::string::npos);
+    CHECK(rates_t.code == 2);
   }
   CHECK(threads.code == 2);
   CHECK(threads.err.find("--threads") != std::string::npos);

@@ -96,17 +96,29 @@ void print_per_op(const std::string& test, const json& ops, int n_tokens, double
   }
 }
 
-// The streams a model's step reads: its products' weight types, its routed experts' types.
-MemoryScope memory_scope_of(const std::string& path) {
+// What a model's step reads: its products' weight types, its routed experts' types.
+RefreshScope scope_of(const std::string& path, bool compute) {
   auto f = gguf::File::open(path);
   if (!f.ok()) throw UsageError("bench: " + f.status().message());
   auto shape = model_shape(*f.value());
   if (!shape.ok()) throw UsageError("bench: " + shape.status().message());
-  MemoryScope scope;
+  RefreshScope scope;
   scope.all = false;
+  scope.compute = compute;
   for (const MatmulCost& m : model_costs(shape.value(), "cpu", DType::F16, DType::F16).matmuls)
     if (!m.gather) (m.experts ? scope.experts : scope.dense).insert(m.type);
   return scope;
+}
+
+// Measures again part of the saved profile (bench --calibrate-memory [-m MODEL], --calibrate -m
+// MODEL) and saves it.
+int refresh_local_profile(const RefreshScope& scope) {
+  HwProfile p = load_hw_profile("local");
+  refresh_profile(p, true, scope);
+  save_local_profile(p);
+  std::printf("%s\n", p.to_json().dump(2).c_str());
+  std::fprintf(stderr, "kestrel bench: saved %s\n", local_profile_path().c_str());
+  return 0;
 }
 
 }  // namespace
@@ -125,7 +137,9 @@ Opts bench_options() {
               {"--json", "", "print the results as JSON"},
               {"--per-op", "", "also time each op of one decode step against the roofline"},
               {"--calibrate", "", "measure this machine for kestrel perf (bandwidth, compute per weight type, costs "
-                                  "per op) and save it as the profile 'local'; no model needed"},
+                                  "per op) and save it as the profile 'local'; no model needed. With -m: measure "
+                                  "again in the saved profile only what that model's prediction reads (its types' "
+                                  "streams and rates, attention, the elementwise ops; about a minute)"},
               {"--calibrate-memory", "", "measure again only what memory's speed sets in the saved profile (read "
                                          "bandwidth, the weight, expert and cache streams; a third of --calibrate's "
                                          "time): a machine whose bandwidth drifts; with -m, only the streams that "
@@ -138,12 +152,12 @@ int cmd_bench(const Args& a) {
     if (a.has("--calibrate")) throw UsageError("bench: --calibrate measures everything; --calibrate-memory refreshes");
     if (a.has("--threads"))
       throw UsageError("bench: --calibrate-memory measures the saved profile's thread counts: drop --threads");
-    HwProfile p = load_hw_profile("local");
-    recalibrate_memory(p, true, a.has("--model") ? memory_scope_of(a.str("--model")) : MemoryScope{});
-    save_local_profile(p);
-    std::printf("%s\n", p.to_json().dump(2).c_str());
-    std::fprintf(stderr, "kestrel bench: saved %s\n", local_profile_path().c_str());
-    return 0;
+    return refresh_local_profile(a.has("--model") ? scope_of(a.str("--model"), false) : RefreshScope{});
+  }
+  if (a.has("--calibrate") && a.has("--model")) {
+    if (a.has("--threads"))
+      throw UsageError("bench: --calibrate -m measures the saved profile's thread counts: drop --threads");
+    return refresh_local_profile(scope_of(a.str("--model"), true));
   }
   if (a.has("--calibrate")) {
     const int threads = static_cast<int>(a.integer("--threads", default_thread_count()));

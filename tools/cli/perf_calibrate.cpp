@@ -470,6 +470,44 @@ double read_bandwidth(int threads, double probe_gbs, bool verbose) {
   return std::max(gbs, probe_gbs);
 }
 
+// A weight type's rate per core in a prefill: its placed product of 2048 x 8192 weights by 512
+// columns on every thread, over the thread count (what the cores reach together, sharing caches
+// and memory).
+double prefill_gflops_per_core(DType t, int cores) {
+  MatmulBench gemm(t, 2048, 8192, 512, cores);
+  return gemm.flops / gemm.time(2) / 1e9 / cores;
+}
+
+// Routed experts (MATMUL_ID) over a prefill: the Qwen3-30B-A3B shape's gate (2048 -> 768, 128
+// experts), 512 tokens with 8 experts each, so 32 tokens an expert; fewer experts (and as many
+// tokens an expert) where 128 of this type would outgrow the stream's size. Per core.
+double expert_gflops_per_core(DType t, int cores) {
+  const double expert_bytes = static_cast<double>(dtype_row_size(t, 2048)) * 768;
+  const int n_experts = std::clamp(static_cast<int>(kStreamMiB * 1048576.0 / expert_bytes), 16, 128);
+  ExpertBench experts(t, 2048, 768, n_experts, n_experts / 16, 512, cores);
+  return experts.flops / experts.time(3) / 1e9 / cores;
+}
+
+// Attention's rates and cache streams at heads of 64 and 128, and the elementwise ops' rate (the
+// 1B shape's own layer, at 64).
+void calibrate_attention(HwProfile& p, bool verbose) {
+  for (int head_dim : {64, 128}) {
+    const AttentionRates a = attention_rates(head_dim, p.cores);
+    if (a.prefill > 0) p.attention_prefill_by_head_dim[head_dim] = a.prefill;
+    if (a.diag > 0) p.attention_prefill_diag_by_head_dim[head_dim] = a.diag;
+    if (a.decode > 0) p.attention_decode_by_head_dim[head_dim] = a.decode;
+    if (head_dim == 64) p.attention_gflops = a.prefill;
+    if (head_dim == 64) p.elementwise_gbs = a.elementwise_gbs;  // the 1B shape's own layer
+    const double stream = attention_stream_gbs(head_dim, p.cores);
+    p.attention_stream_by_head_dim[head_dim] = stream;
+    if (verbose)
+      std::fprintf(stderr,
+                   "calibrate: attention, heads of %d, on %d threads: %.1f GFLOP/s in prefill (%.1f on a chunk's own "
+                   "tokens), %.1f in decode; decode streams a long cache at %.1f GB/s; the elementwise ops move %.1f GB/s\n",
+                   head_dim, p.cores, a.prefill, a.diag, a.decode, stream, a.elementwise_gbs);
+  }
+}
+
 }  // namespace
 
 HwProfile calibrate_cpu(int max_threads, bool verbose) {
@@ -518,8 +556,8 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   // caches and memory); kestrel perf interpolates between the two by batch.
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K, DType::MXFP4}) {
-    MatmulBench gemv(t, 2048, 256, 1, 1), gemm(t, 2048, 8192, 512, p.cores);
-    const double r1 = gemv.flops / gemv.time(50) / 1e9, rn = gemm.flops / gemm.time(2) / 1e9 / p.cores;
+    MatmulBench gemv(t, 2048, 256, 1, 1);
+    const double r1 = gemv.flops / gemv.time(50) / 1e9, rn = prefill_gflops_per_core(t, p.cores);
     p.gflops_batch1[dtype_name(t)] = r1;
     p.gflops[dtype_name(t)] = rn;
     // What decode really reads at, at batch 1, and at 2, 4 and 8 (small batches take other
@@ -533,13 +571,7 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
       std::snprintf(b, sizeof b, "%s%.1f", batch == 1 ? "" : " / ", gbs);
       streams += b;
     }
-    // Routed experts (MATMUL_ID) over a prefill: the Qwen3-30B-A3B shape's gate (2048 -> 768,
-    // 128 experts), 512 tokens with 8 experts each, so 32 tokens an expert; fewer experts (and as
-    // many tokens an expert) where 128 of this type would outgrow the stream's size.
-    const double expert_bytes = static_cast<double>(dtype_row_size(t, 2048)) * 768;
-    const int n_experts = std::clamp(static_cast<int>(kStreamMiB * 1048576.0 / expert_bytes), 16, 128);
-    ExpertBench experts(t, 2048, 768, n_experts, n_experts / 16, 512, p.cores);
-    p.expert_gflops[dtype_name(t)] = experts.flops / experts.time(3) / 1e9 / p.cores;
+    p.expert_gflops[dtype_name(t)] = expert_gflops_per_core(t, p.cores);
     p.expert_stream_gbs[dtype_name(t)] = expert_stream_gbs(t, p.cores, op_fixed_s);
     if (verbose)
       std::fprintf(stderr,
@@ -555,21 +587,7 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   p.bandwidth_gbs = p.bandwidth_by_threads.rbegin()->second;
   p.eff_memory = 1.0;  // the bandwidths above are what the kernels reach
   p.eff_compute = 1.0;  // the rates above are what the kernels reach
-  for (int head_dim : {64, 128}) {
-    const AttentionRates a = attention_rates(head_dim, p.cores);
-    if (a.prefill > 0) p.attention_prefill_by_head_dim[head_dim] = a.prefill;
-    if (a.diag > 0) p.attention_prefill_diag_by_head_dim[head_dim] = a.diag;
-    if (a.decode > 0) p.attention_decode_by_head_dim[head_dim] = a.decode;
-    if (head_dim == 64) p.attention_gflops = a.prefill;
-    if (head_dim == 64) p.elementwise_gbs = a.elementwise_gbs;  // the 1B shape's own layer
-    const double stream = attention_stream_gbs(head_dim, p.cores);
-    p.attention_stream_by_head_dim[head_dim] = stream;
-    if (verbose)
-      std::fprintf(stderr,
-                   "calibrate: attention, heads of %d, on %d threads: %.1f GFLOP/s in prefill (%.1f on a chunk's own "
-                   "tokens), %.1f in decode; decode streams a long cache at %.1f GB/s; the elementwise ops move %.1f GB/s\n",
-                   head_dim, p.cores, a.prefill, a.diag, a.decode, stream, a.elementwise_gbs);
-  }
+  calibrate_attention(p, verbose);
   p.eff_attention = 1.0;
   p.step_overhead_us = 20;
   p.sources = {"measured by kestrel bench --calibrate on " + p.description,
@@ -602,9 +620,9 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   return p;
 }
 
-void recalibrate_memory(HwProfile& p, bool verbose, const MemoryScope& scope) {
+void refresh_profile(HwProfile& p, bool verbose, const RefreshScope& scope) {
   if (!p.is_cpu() || p.bandwidth_by_threads.empty() || p.stream_gbs.empty())
-    throw UsageError("calibrate: --calibrate-memory refreshes a profile kestrel bench --calibrate measured; this one "
+    throw UsageError("calibrate: a refresh measures again a profile kestrel bench --calibrate measured; this one "
                      "has no measured bandwidths (run kestrel bench --calibrate)");
   if (!p.kestrel_commit.empty() && p.kestrel_commit != KESTREL_GIT_COMMIT) {
     std::string why = "calibrate: the profile was calibrated by kestrel commit ";
@@ -618,33 +636,50 @@ void recalibrate_memory(HwProfile& p, bool verbose, const MemoryScope& scope) {
     gbs = read_bandwidth(t, measured, verbose);
   }
   p.bandwidth_gbs = p.bandwidth_by_threads.rbegin()->second;
+  auto wanted = [&](const std::set<std::string>& types, const std::string& name) { return scope.all || types.count(name); };
   // Each type's batch-1 stream measured again; its smaller batches' streams move with it (the
   // same kernels, paced by the same memory).
   const double op_fixed_s = p.op_us(p.cores) * 1e-6;
   for (auto& [name, gbs] : p.stream_gbs) {
     DType t;
     if (!dtype_from_name(name.c_str(), &t)) continue;
-    if (scope.all || scope.dense.count(name)) {
+    if (wanted(scope.dense, name)) {
       const double now = weight_stream_gbs(t, 1, p.cores, op_fixed_s), ratio = now / gbs;
       if (verbose) std::fprintf(stderr, "calibrate: %s streams %.1f GB/s at batch 1 (was %.1f)\n", name.c_str(), now, gbs);
       gbs = now;
       for (auto& [batch, b] : p.stream_gbs_by_batch[name]) b *= ratio;
     }
-    if (auto e = p.expert_stream_gbs.find(name);
-        e != p.expert_stream_gbs.end() && (scope.all || scope.experts.count(name))) {
+    if (auto e = p.expert_stream_gbs.find(name); e != p.expert_stream_gbs.end() && wanted(scope.experts, name)) {
       e->second = expert_stream_gbs(t, p.cores, op_fixed_s);
       if (verbose) std::fprintf(stderr, "calibrate: %s experts stream %.1f GB/s at batch 1\n", name.c_str(), e->second);
     }
+    // A prefill's side: the products' and the experts' rates at 512 columns.
+    if (scope.compute && wanted(scope.dense, name) && p.gflops.count(name)) {
+      p.gflops[name] = prefill_gflops_per_core(t, p.cores);
+      if (name == "q8_0") p.gflops["int8"] = p.gflops[name];  // the integer formats' fallback
+      if (verbose) std::fprintf(stderr, "calibrate: matmul %s per core: %.1f GFLOP/s at batch 512\n", name.c_str(), p.gflops[name]);
+    }
+    if (scope.compute && wanted(scope.experts, name) && p.expert_gflops.count(name)) {
+      p.expert_gflops[name] = expert_gflops_per_core(t, p.cores);
+      if (verbose) std::fprintf(stderr, "calibrate: experts %s per core: %.1f GFLOP/s\n", name.c_str(), p.expert_gflops[name]);
+    }
   }
-  for (auto& [head_dim, gbs] : p.attention_stream_by_head_dim) {
-    gbs = attention_stream_gbs(head_dim, p.cores);
-    if (verbose) std::fprintf(stderr, "calibrate: attention at heads of %d streams a long cache at %.1f GB/s\n", head_dim, gbs);
+  if (scope.compute) {
+    calibrate_attention(p, verbose);  // its cache streams too
+  } else {
+    for (auto& [head_dim, gbs] : p.attention_stream_by_head_dim) {
+      gbs = attention_stream_gbs(head_dim, p.cores);
+      if (verbose) std::fprintf(stderr, "calibrate: attention at heads of %d streams a long cache at %.1f GB/s\n", head_dim, gbs);
+    }
   }
   // Said once, however many refreshes followed (earlier builds said it once per refresh).
-  std::erase_if(p.sources, [](const std::string& s) { return s.find("measured again by kestrel bench --calibrate-memory") != std::string::npos; });
+  std::erase_if(p.sources, [](const std::string& s) { return s.find("measured again by kestrel bench") != std::string::npos; });
   p.sources.push_back("bandwidth_by_threads_gbs, stream_gbs (stream_gbs_by_batch scaled with it), "
                       "expert_stream_gbs and attention_stream_gbs_by_head_dim measured again by kestrel bench "
                       "--calibrate-memory (with -m, only the streams of that model's weight types)");
+  if (scope.compute)
+    p.sources.push_back("core_gflops and core_gflops_experts of a model's weight types, the attention rates and "
+                        "elementwise_gbs measured again by kestrel bench --calibrate -m MODEL");
 }
 
 void save_local_profile(const HwProfile& p) {

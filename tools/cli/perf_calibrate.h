@@ -13,17 +13,19 @@ namespace kestrel::cli {
 
 // Measures (progress lines on stderr when verbose) and returns the profile named "local".
 HwProfile calibrate_cpu(int max_threads, bool verbose);
-// Measures again only what the memory's speed sets in a profile calibrate_cpu made (by this build
-// of kestrel: UsageError otherwise): the read bandwidths, each type's batch-1 stream (its batches
-// 2-8 scaled alike), the experts' streams and attention's cache streams: a third of the whole
-// calibration's time, for a shared machine whose bandwidth drifts from one minute to the next.
-// A scope that is not `all` measures only the streams it names (a model's: a tenth of the time),
-// the bandwidths and the cache streams always.
-struct MemoryScope {
+// Measures again part of a profile calibrate_cpu made (by this build of kestrel: UsageError
+// otherwise), for a shared machine whose bandwidth, and cores, drift from one minute to the next:
+// always the read bandwidths and attention's cache streams; each type's batch-1 stream (its
+// batches 2-8 scaled alike) and its experts' stream, of every type (`all`: a third of the whole
+// calibration's time) or of the types named (a model's: a tenth); with `compute`, also the named
+// types' prefill and expert rates, attention's rates and the elementwise ops' (what a model's
+// prefill reads).
+struct RefreshScope {
   bool all = true;
-  std::set<std::string> dense, experts;  // weight types whose batch-1 stream, whose experts' stream
+  std::set<std::string> dense, experts;  // weight types whose stream (and rate), whose experts'
+  bool compute = false;
 };
-void recalibrate_memory(HwProfile& p, bool verbose, const MemoryScope& scope = {});
+void refresh_profile(HwProfile& p, bool verbose, const RefreshScope& scope = {});
 // Writes it to local_profile_path() (creating the directory); throws UsageError when it cannot.
 void save_local_profile(const HwProfile& p);
 

@@ -5,13 +5,17 @@ to the next, so every round of a row calibrates, predicts and measures within a 
 a row reports the medians of its rounds. Synthetic models are written to DIR once and reused.
 
   tools/dev/perf_validate.py [--build build] [--dir /tmp] [--rounds 3] [--threads N]
-                             [--only decode|depth|batch] [--calibrate row|memory|refresh|once|none]
+                             [--only decode|depth|batch]
+                             [--calibrate model|row|memory|refresh|once|none]
 
-A calibration takes minutes. --calibrate memory calibrates at the start and then measures only what
-memory's speed sets for the row's model (`kestrel bench --calibrate-memory -m MODEL`, 15-60 s)
-before every round of every row; refresh does that with the profile saved last (no calibration at the start); once
-calibrates at the start only, none uses the profile saved last: quicker, but the rows then see the
-machine's drift since.
+A whole calibration takes minutes. --calibrate model (the default) calibrates whole where this
+build has no saved profile yet, and measures again what the row's model reads (`kestrel bench --calibrate -m MODEL`: its weight
+types' streams and prefill rates, attention's rates, the elementwise ops; under a minute) before
+every round of every row: the cores drift as well as the memory. memory does the same for
+memory's part only (`kestrel bench --calibrate-memory -m MODEL`, 15-60 s); refresh does that
+with the profile saved last (no calibration at the start); row calibrates whole before every
+round of every row; once calibrates at the start only; none uses the profile saved last:
+quicker, but the rows then see the machine's drift since.
 """
 import argparse
 import json
@@ -32,10 +36,10 @@ def main():
     ap.add_argument("--only", choices=["decode", "depth", "batch"])
     ap.add_argument("--depths", default="4096,16384", help="context depths of the depth rows")
     ap.add_argument("--models", help="only these files' rows (comma-separated base names)")
-    ap.add_argument("--calibrate", choices=["row", "memory", "refresh", "once", "none"], default="row",
-                    help="calibrate before every round of every row (default); once, then the memory's "
-                         "part before every round; only the memory's part before every round; once; or not "
-                         "at all")
+    ap.add_argument("--calibrate", choices=["model", "row", "memory", "refresh", "once", "none"], default="model",
+                    help="once, then the row's model's part before every round (default); whole before every "
+                         "round of every row; once, then the model's memory part before every round; only that "
+                         "memory part; once; or not at all")
     a = ap.parse_args()
     k = os.path.join(a.build, "kestrel")
     t = str(a.threads)
@@ -55,7 +59,10 @@ def main():
     calibrated = []
 
     def calibrate(model):
-        if a.calibrate == "row" or (a.calibrate in ("once", "memory") and not calibrated):
+        if a.calibrate == "model":  # what this row's model reads, memory and cores
+            if subprocess.run([k, "bench", "--calibrate", "-m", model], capture_output=True).returncode != 0:
+                run("bench", "--calibrate", "-t", t)  # no profile this build measured yet: a whole one
+        elif a.calibrate == "row" or (a.calibrate in ("once", "memory") and not calibrated):
             run("bench", "--calibrate", "-t", t)
             calibrated.append(True)
         elif a.calibrate in ("memory", "refresh"):
