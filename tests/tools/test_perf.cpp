@@ -190,6 +190,15 @@ TEST_CASE("perf: step times on a profile of round numbers") {
   int ops = c.n_other_ops;
   for (const MatmulCost& mm : c.matmuls) ops += mm.n_ops;
   CHECK(decode_step(c, round_profile(1e6, 2), o, 1, 10).seconds == doctest::Approx(m.seconds + ops * 2e-6));
+  // The sampler scans each sampled row's whole vocabulary: a decode step of 8 sequences samples 8
+  // rows, a prompt's last chunk one, any other chunk none.
+  HwProfile sampling = round_profile(1e6);
+  sampling.sample_ns_per_logit = 2;
+  const double row = c.n_vocab * 2e-9;
+  CHECK(c.n_vocab > 0);
+  CHECK(decode_step(c, sampling, o, 8, 10).seconds == doctest::Approx(decode_step(c, round_profile(1e6), o, 8, 10).seconds + 8 * row));
+  CHECK(chunk_step(c, sampling, o, 64, 0, 1).seconds == doctest::Approx(chunk_step(c, round_profile(1e6), o, 64, 0, 1).seconds + row));
+  CHECK(chunk_step(c, sampling, o, 64, 0, 0).seconds == doctest::Approx(chunk_step(c, round_profile(1e6), o, 64, 0, 0).seconds));
   // Compute-bound from the batch at which the products' FLOPs outweigh their bytes: F32 weights
   // do 0.5 FLOP per byte and token, so at 1000 GB/s and 8 TFLOP/s that is batch 16.
   CHECK(compute_bound_batch(c, round_profile(8), o, 0) == 16);
@@ -331,7 +340,9 @@ TEST_CASE("perf: hardware profiles") {
   j["attention_prefill_diag_gflops_by_head_dim"] = {{"128", 12}};
   j["elementwise_gbs"] = 32;
   j["expert_stream_gbs"] = {{"q4_0", 4}, {"q6_K", 40}};
+  j["sample_ns_per_logit"] = 1.5;
   const HwProfile s = parse_hw_profile(parse_hw_profile(j, "measured").to_json(), "written");
+  CHECK(s.sample_ns_per_logit == 1.5);
   // The diagonal's rate by the nearest measured width, on a share of the cores; none: 0. The
   // elementwise rate scaled to the threads as the bandwidth; none: the bandwidth.
   CHECK(s.attention_diag_rate(64, 2) == 12);
@@ -512,6 +523,7 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     CHECK(p.attention_stream_by_head_dim.at(head_dim) > 0);
   }
   CHECK(p.elementwise_gbs > 0);
+  CHECK(p.sample_ns_per_logit > 0);
   REQUIRE(perf.code == 0);
   CHECK(json::parse(perf.out)["decode_tok_s"].get<double>() > 0);
 
@@ -564,6 +576,7 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     planted["core_gflops"]["f16"] = 0.5, planted["core_gflops_experts"]["f16"] = 0.625;
     planted["core_gflops"]["q8_0"] = 0.75, planted["core_gflops_experts"]["q8_0"] = 0.875;
     planted["elementwise_gbs"] = 0.25, planted["attention_prefill_gflops_by_head_dim"]["64"] = 0.25;
+    planted["sample_ns_per_logit"] = 1234.5;
     std::ofstream(prof) << planted.dump();
     setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
     const auto rates = run_cli("bench --calibrate -m " + moe);
@@ -576,6 +589,7 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     CHECK(c.gflops.at("q8_0") == 0.75);
     CHECK(c.expert_gflops.at("q8_0") == 0.875);
     CHECK(c.elementwise_gbs != 0.25);
+    CHECK(c.sample_ns_per_logit != 1234.5);
     CHECK(c.attention_prefill_by_head_dim.at(64) != 0.25);
     CHECK(c.stream_gbs.at("q8_0") == 0.25);
     CHECK(c.sources.back().find("--calibrate -m") != std::string::npos);

@@ -321,7 +321,7 @@ int cmd_perf(const Args& a) {
         std::printf("| %s | %s | %.3f | %.3f | %s |\n", r["op"].get<std::string>().c_str(),
                     human_bytes(r["bytes"].get<double>()).c_str(), r["flops"].get<double>() / 1e9, r["ms"].get<double>(),
                     r["bound"].get<std::string>().c_str());
-      std::printf("| fixed costs (ops, step) | | | %.3f | |\n", overhead_ms);
+      std::printf("| fixed costs (ops, step, sampling) | | | %.3f | |\n", overhead_ms);
     };
     std::printf("\none decode step (batch 1, context %lld), by op class\n", static_cast<long long>(ctx));
     table(j["per_op"], j["overhead_ms"].get<double>());

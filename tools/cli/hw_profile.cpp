@@ -192,6 +192,7 @@ HwProfile parse_hw_profile(const nlohmann::json& j, const std::string& origin) {
   p.attention_stream_by_head_dim = by_count(j, "attention_stream_gbs_by_head_dim", origin, "head_dim");
   p.attention_prefill_diag_by_head_dim = by_count(j, "attention_prefill_diag_gflops_by_head_dim", origin, "head_dim");
   p.elementwise_gbs = positive(j, "elementwise_gbs", origin, false);
+  p.sample_ns_per_logit = positive(j, "sample_ns_per_logit", origin, false);
   p.stream_gbs = by_name(j, "stream_gbs", origin);
   if (j.contains("stream_gbs_by_batch")) {
     if (!j["stream_gbs_by_batch"].is_object())
@@ -252,6 +253,7 @@ nlohmann::json HwProfile::to_json() const {
   if (!attention_prefill_diag_by_head_dim.empty())
     j["attention_prefill_diag_gflops_by_head_dim"] = count_json(attention_prefill_diag_by_head_dim);
   if (elementwise_gbs > 0) j["elementwise_gbs"] = elementwise_gbs;
+  if (sample_ns_per_logit > 0) j["sample_ns_per_logit"] = sample_ns_per_logit;
   if (!stream_gbs.empty()) j["stream_gbs"] = stream_gbs;
   for (const auto& [type, by_batch] : stream_gbs_by_batch) j["stream_gbs_by_batch"][type] = count_json(by_batch);
   if (!expert_gflops.empty()) j["core_gflops_experts"] = expert_gflops;

@@ -57,6 +57,10 @@ struct HwProfile {
   // the products (norms, rope, KV stores, activations, residual adds) move a 512-token chunk's
   // activations (ModelCosts::elementwise_bytes_per_token); 0: bandwidth().
   double elementwise_gbs = 0;
+  // Measured (calibrated CPU profiles): the engine's greedy sampler's nanoseconds per vocabulary
+  // entry of each row it samples (a sequence's token each decode step: it copies and scans the
+  // whole row); 0: not counted.
+  double sample_ns_per_logit = 0;
   double eff_memory = 0.8, eff_compute = 0.6, eff_attention = 0.5;
   std::string link_name;
   double link_gbs = 0, link_latency_us = 0;  // between GPUs, one direction

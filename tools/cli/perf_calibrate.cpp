@@ -30,6 +30,7 @@
 #include "model/synth.h"
 #include "perf_model.h"
 #include "quantize/quantize.h"
+#include "sampling/sampler.h"
 #include "tensor/attention_batch.h"
 #include "tensor/graph.h"
 #include "tensor/op_params.h"
@@ -488,6 +489,29 @@ double expert_gflops_per_core(DType t, int cores) {
   return experts.flops / experts.time(3) / 1e9 / cores;
 }
 
+// The engine's greedy sampler over a row of Llama 3's 128256-entry vocabulary (it copies and
+// scans the whole row): nanoseconds per entry, the median of 31 rows.
+double sample_ns_per_logit() {
+  constexpr int kVocab = 128256;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> logit(0.0f, 3.0f);
+  std::vector<std::vector<float>> rows(4, std::vector<float>(kVocab));
+  for (auto& r : rows)
+    for (float& v : r) v = logit(rng);
+  SamplerParams sp;
+  sp.temperature = 0;
+  Sampler sampler(sp);
+  std::vector<double> sec;
+  for (size_t i = 0; i < 31; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto token = sampler.sample(rows[i % rows.size()]);
+    sec.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!token.ok()) throw UsageError("calibrate: the sampler: " + token.status().message());
+  }
+  std::sort(sec.begin(), sec.end());
+  return sec[sec.size() / 2] / kVocab * 1e9;
+}
+
 // Attention's rates and cache streams at heads of 64 and 128, and the elementwise ops' rate (the
 // 1B shape's own layer, at 64).
 void calibrate_attention(HwProfile& p, bool verbose) {
@@ -588,6 +612,8 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
   p.eff_memory = 1.0;  // the bandwidths above are what the kernels reach
   p.eff_compute = 1.0;  // the rates above are what the kernels reach
   calibrate_attention(p, verbose);
+  p.sample_ns_per_logit = sample_ns_per_logit();
+  if (verbose) std::fprintf(stderr, "calibrate: the greedy sampler: %.2f ns per vocabulary entry\n", p.sample_ns_per_logit);
   p.eff_attention = 1.0;
   p.step_overhead_us = 20;
   p.sources = {"measured by kestrel bench --calibrate on " + p.description,
@@ -616,6 +642,7 @@ HwProfile calibrate_cpu(int max_threads, bool verbose) {
                "batch 1; op_overhead_by_threads_us: the thread pool's cost of an empty parallel op, on every thread the "
                "larger of that and a q8_0 product's fixed cost (512 MiB as 1024 x 1024 products against as 4096 x "
                "4096 ones)",
+               "sample_ns_per_logit: the engine's greedy sampler over rows of 128256 random logits (median of 31)",
                "step_overhead_us: nominal"};
   return p;
 }
@@ -666,6 +693,8 @@ void refresh_profile(HwProfile& p, bool verbose, const RefreshScope& scope) {
   }
   if (scope.compute) {
     calibrate_attention(p, verbose);  // its cache streams too
+    p.sample_ns_per_logit = sample_ns_per_logit();
+    if (verbose) std::fprintf(stderr, "calibrate: the greedy sampler: %.2f ns per vocabulary entry\n", p.sample_ns_per_logit);
   } else {
     for (auto& [head_dim, gbs] : p.attention_stream_by_head_dim) {
       gbs = attention_stream_gbs(head_dim, p.cores);
@@ -678,8 +707,8 @@ void refresh_profile(HwProfile& p, bool verbose, const RefreshScope& scope) {
                       "expert_stream_gbs and attention_stream_gbs_by_head_dim measured again by kestrel bench "
                       "--calibrate-memory (with -m, only the streams of that model's weight types)");
   if (scope.compute)
-    p.sources.push_back("core_gflops and core_gflops_experts of a model's weight types, the attention rates and "
-                        "elementwise_gbs measured again by kestrel bench --calibrate -m MODEL");
+    p.sources.push_back("core_gflops and core_gflops_experts of a model's weight types, the attention rates, "
+                        "elementwise_gbs and sample_ns_per_logit measured again by kestrel bench --calibrate -m MODEL");
 }
 
 void save_local_profile(const HwProfile& p) {

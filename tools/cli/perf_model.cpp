@@ -247,10 +247,13 @@ void add_elementwise(StepTime& s, const ModelCosts& c, const Rates& r, double n_
     add_op(s, "elementwise", n_tokens * c.elementwise_bytes_per_token, 0, r.elementwise_bw(), 0, r.o->tp, false);
 }
 
-void finish(StepTime& s, const ModelCosts& c, const HwProfile& hw, const PerfOptions& o, double tokens) {
+// A step's fixed costs: each op's, the step's, and the sampler's over each row it samples (a
+// token of each sequence in decode, a prompt's last token), which scans the whole vocabulary.
+void finish(StepTime& s, const ModelCosts& c, const HwProfile& hw, const PerfOptions& o, double tokens, double samples) {
   int n_ops = c.n_other_ops;
   for (const MatmulCost& m : c.matmuls) n_ops += m.n_ops;
-  s.overhead_seconds = (n_ops * hw.op_us(o.threads) + hw.step_overhead_us) * 1e-6;
+  s.overhead_seconds = (n_ops * hw.op_us(o.threads) + hw.step_overhead_us) * 1e-6 +
+                       samples * static_cast<double>(c.n_vocab) * hw.sample_ns_per_logit * 1e-9;
   s.link_seconds = link_seconds(c, hw, o.tp, tokens);
   s.seconds += s.overhead_seconds + s.link_seconds;
 }
@@ -295,7 +298,7 @@ StepTime decode_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * batch * c.state_bytes_per_seq, batch * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   add_elementwise(s, c, r, batch);
-  finish(s, c, hw, o, batch);
+  finish(s, c, hw, o, batch, batch);
   return s;
 }
 
@@ -330,7 +333,7 @@ StepTime chunk_step(const ModelCosts& c, const HwProfile& hw, const PerfOptions&
   if (c.state_bytes_per_seq > 0)
     add_op(s, "ssm", 2 * c.state_bytes_per_seq, n_tokens * c.ssm_flops_per_token, r.bw, r.flops("f32", 1e9), o.tp, false);
   add_elementwise(s, c, r, n_tokens);
-  finish(s, c, hw, o, n_tokens);
+  finish(s, c, hw, o, n_tokens, n_outputs);
   return s;
 }
 
