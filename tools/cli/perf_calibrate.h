@@ -18,8 +18,8 @@ HwProfile calibrate_cpu(int max_threads, bool verbose);
 // always the read bandwidths and attention's cache streams; each type's batch-1 stream (its
 // batches 2-8 scaled alike) and its experts' stream, of every type (`all`: a third of the whole
 // calibration's time) or of the types named (a model's: a tenth); with `compute`, also the named
-// types' prefill and expert rates, attention's rates and the elementwise ops' (what a model's
-// prefill reads).
+// types' prefill and expert rates, attention's rates, the elementwise ops' and the sampler's
+// (what a model's prefill reads).
 struct RefreshScope {
   bool all = true;
   std::set<std::string> dense, experts;  // weight types whose stream (and rate), whose experts'
