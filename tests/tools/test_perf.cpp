@@ -555,14 +555,18 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
   // refresh stays one line, however many refreshes there were.
   const std::string moe = kestrel::test::testdata_file("models/qwen3moe-f16.gguf");
   if (!moe.empty()) {
+    // The profile written with planted values, then `bench ARGS` run on it (small streams, for time).
+    auto refresh = [&](const json& planted, const std::string& args) {
+      std::ofstream(prof) << planted.dump();
+      setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
+      const auto out = run_cli("bench " + args);
+      unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
+      return out;
+    };
     json planted = r.to_json();
     planted["stream_gbs"]["f16"] = 0.125, planted["expert_stream_gbs"]["f16"] = 0.375;
     planted["stream_gbs"]["q8_0"] = 0.25, planted["expert_stream_gbs"]["q8_0"] = 0.5;
-    std::ofstream(prof) << planted.dump();
-    setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
-    const auto one = run_cli("bench --calibrate-memory -m " + moe);
-    unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
-    REQUIRE(one.code == 0);
+    REQUIRE(refresh(planted, "--calibrate-memory -m " + moe).code == 0);
     const HwProfile m = load_hw_profile(prof);
     CHECK(m.stream_gbs.at("f16") != 0.125);
     CHECK(m.expert_stream_gbs.at("f16") != 0.375);
@@ -577,12 +581,8 @@ TEST_CASE("kestrel bench --calibrate saves the profile kestrel perf --hw local r
     planted["core_gflops"]["q8_0"] = 0.75, planted["core_gflops_experts"]["q8_0"] = 0.875;
     planted["elementwise_gbs"] = 0.25, planted["attention_prefill_gflops_by_head_dim"]["64"] = 0.25;
     planted["sample_ns_per_logit"] = 1234.5;
-    std::ofstream(prof) << planted.dump();
-    setenv("KESTREL_CALIBRATE_STREAM_MIB", "16", 1);
-    const auto rates = run_cli("bench --calibrate -m " + moe);
-    const auto rates_t = run_cli("bench --calibrate -m " + moe + " -t 1");
-    unsetenv("KESTREL_CALIBRATE_STREAM_MIB");
-    REQUIRE(rates.code == 0);
+    const auto rates_t = run_cli("bench --calibrate -m " + moe + " -t 1");  // refused before it measures
+    REQUIRE(refresh(planted, "--calibrate -m " + moe).code == 0);
     const HwProfile c = load_hw_profile(prof);
     CHECK(c.gflops.at("f16") != 0.5);
     CHECK(c.expert_gflops.at("f16") != 0.625);
